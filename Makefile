@@ -1,0 +1,41 @@
+# Two commands do all set-up on a fresh machine: `make demo` runs the main job, `make test` runs every test.
+# Both create .venv when missing and install the CPU torch wheel before anything that depends on torch.
+# Elsewhere, point pip at the CPU wheels: make test TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+TORCH_SPEC ?= torch==2.13.0
+TORCH_PIP_ARGS ?=
+EXTRAS ?= cpu,dev
+
+.PHONY: demo test nbtest pytest sync-check bench docs clean
+.DEFAULT_GOAL := test
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q $(TORCH_SPEC) $(TORCH_PIP_ARGS)
+	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
+	touch $@
+
+demo: $(VENV)/.installed
+	$(BIN)/letter8 demo
+
+test: $(VENV)/.installed sync-check nbtest pytest
+
+sync-check: $(VENV)/.installed
+	PATH="$(abspath $(BIN)):$$PATH" bash .ci/sync_check.sh
+
+nbtest: $(VENV)/.installed
+	$(BIN)/nbdev-test --n_workers 2
+
+pytest: $(VENV)/.installed
+	$(BIN)/python -m pytest -q tests
+
+bench: $(VENV)/.installed
+	$(BIN)/python bench/bench_kmeans.py
+
+clean:
+	rm -rf _proc _docs .pytest_cache
