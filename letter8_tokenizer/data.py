@@ -7,14 +7,14 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/data.html.md"""
 # %% auto #0
 __all__ = ['EMBEDDING_DTYPES', 'check_embeddings', 'Batch', 'Items', 'synthetic_catalog', 'same_label_distance_ratio']
 
-# %% ../nbs/00_data.ipynb #d389b619
+# %% ../nbs/00_data.ipynb #48cc4271
 from pathlib import Path
 from typing import NamedTuple, Iterator
 import json
 import numpy as np
 from fastcore.basics import patch
 
-# %% ../nbs/00_data.ipynb #6f468a4d
+# %% ../nbs/00_data.ipynb #737616cb
 EMBEDDING_DTYPES = (np.float16, np.float32)
 
 def check_embeddings(arr:np.ndarray, # a 2-D array or memmap
@@ -32,7 +32,7 @@ def check_embeddings(arr:np.ndarray, # a 2-D array or memmap
             raise ValueError(f"{name}: row {row} holds NaN or inf. Fix or drop that item (and its CF row and labels) before training.")
     return arr
 
-# %% ../nbs/00_data.ipynb #1213db48
+# %% ../nbs/00_data.ipynb #6acc0433
 def _open_npy(path, what):
     path = Path(path)
     if not path.exists(): raise FileNotFoundError(f"{what} file not found: {path}. Check the path (on Kaggle, inputs live under /kaggle/input/<dataset>/).")
@@ -42,7 +42,7 @@ def _open_npy(path, what):
 def _check_rows(arr, n, what, path):
     if len(arr) != n: raise ValueError(f"{what} {path} has {len(arr)} rows but the items have {n}: rows must line up one to one, item i in row i.")
 
-# %% ../nbs/00_data.ipynb #b9b991ae
+# %% ../nbs/00_data.ipynb #277c7971
 class Batch(NamedTuple):
     "One batch: global row ids, item embeddings (float32), and CF embeddings / labels when present."
     index: np.ndarray
@@ -93,7 +93,7 @@ class Items:
         emb, cf = get(self.emb), get(self.cf)
         return Batch(index, emb.astype(np.float32), None if cf is None else cf.astype(np.float32), get(self.labels))
 
-# %% ../nbs/00_data.ipynb #86f4b66f
+# %% ../nbs/00_data.ipynb #dad71ab8
 def _chunks(n, rows): return [(s, min(s + rows, n)) for s in range(0, n, rows)]
 
 @patch
@@ -143,7 +143,7 @@ def n_batches(self:Items,
     "Batches per epoch."
     return len(self) // batch_size if drop_last else -(-len(self) // batch_size)
 
-# %% ../nbs/00_data.ipynb #1143406c
+# %% ../nbs/00_data.ipynb #5e91b409
 def _tree_vectors(rng, branching, latent, scales):
     "For each level, one vector per node of that level, scaled by depth."
     nodes, out = 1, []
@@ -156,7 +156,7 @@ def synthetic_catalog(out_dir:str|Path, # folder for items.npy, cf.npy, labels.n
                       n_items:int=20_000, # number of items
                       dim:int=128, # item embedding size
                       cf_dim:int=32, # CF embedding size (LETTER aligns it with the 32-d codes)
-                      branching:tuple=(8, 6, 4), # children per node at each level: 8 top, 48 mid, 192 leaf categories
+                      branching:tuple=(8, 16, 32), # children per node at each level: 8 top, 128 mid, 4096 leaf categories
                       scales:tuple=(4.0, 2.0, 1.0), # spread of each level's directions
                       noise:float=0.5, # per-item spread around its leaf
                       seed:int=0, # the same seed gives the same files
@@ -189,7 +189,7 @@ def synthetic_catalog(out_dir:str|Path, # folder for items.npy, cf.npy, labels.n
     (out/'titles.json').write_text(json.dumps(titles))
     return Items(out/'items.npy', cf=out/'cf.npy', labels=out/'labels.npy', chunk_rows=chunk_rows)
 
-# %% ../nbs/00_data.ipynb #6e5c35b8
+# %% ../nbs/00_data.ipynb #476b592f
 def same_label_distance_ratio(x:np.ndarray, # [n, d] embeddings
                               y:np.ndarray, # [n] labels
                               pairs:int=20_000, # random pairs drawn
