@@ -36,6 +36,9 @@ pytest: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/bench_kmeans.py
+	$(BIN)/python bench/bench_model.py
+	$(BIN)/python bench/bench_checkpoint.py
+	$(BIN)/python bench/bench_deadline.py
 
 clean:
 	rm -rf _proc _docs .pytest_cache
