@@ -27,6 +27,7 @@ VARIANTS = {
     'EMA 0.99 + re-seeding': {'quantizer.ema_decay': 0.99},
     'EMA 0.9 + re-seeding (default)': {},
     'default + Sinkhorn on h': {'quantizer.sinkhorn_levels': [7]},
+    "default, LETTER's encoder 2048-1024-512-256-128-64": {'model.hidden': [2048, 1024, 512, 256, 128, 64]},
 }
 
 def code_stats(codes):
@@ -42,10 +43,11 @@ def train(items, cfg, epochs):
         for b in items.batches(cfg.optim.batch_size, seed=cfg.seed, epoch=ep): losses = train_step(model, opt, b.emb, b.cf)
     return model, losses, time.perf_counter() - t
 
-def ablation(epochs, hidden, work):
+def ablation(epochs, hidden, work, only=None):
     items = synthetic_catalog(work/'catalog20k', n_items=20_000)
     rows = []
     for name, ov in VARIANTS.items():
+        if only and not any(o in name for o in only): continue
         cfg = override(Config(), {'model.hidden': hidden, 'optim.epochs': epochs, **ov})
         model, losses, secs = train(items, cfg, epochs)
         used, coll = code_stats(encode(model, items))
@@ -117,6 +119,7 @@ def main():
     p.add_argument('--epochs', type=int, default=10)
     p.add_argument('--hidden', default='512,256,128,64', help='encoder widths for the ablation (LETTER: 2048,1024,512,256,128,64)')
     p.add_argument('--reps', type=int, default=10)
+    p.add_argument('--variants', default='', help='comma-separated substrings: run only the ablation variants whose name contains one')
     p.add_argument('--encode-items', type=int, default=1_000_000)
     p.add_argument('--work', default=os.path.join(tempfile.gettempdir(), 'letter8_bench'))
     p.add_argument('--out', default=str(Path(__file__).parent/'results'/'model.json'))
@@ -126,7 +129,7 @@ def main():
     parts = a.parts.split(',')
     if 'ablation' in parts:
         print('\n## What keeps the codes alive (built-in catalog, 8x256, %d epochs)\n' % a.epochs)
-        res['ablation'] = ablation(a.epochs, [int(h) for h in a.hidden.split(',')], work)
+        res['ablation'] = ablation(a.epochs, [int(h) for h in a.hidden.split(',')], work, [v for v in a.variants.split(',') if v])
     if 'speed' in parts:
         print('\n## Step time at LETTER\'s architecture, 768-d, 8x256, batch 1024, %d threads\n' % torch.get_num_threads())
         res['speed'] = speed(a.reps)

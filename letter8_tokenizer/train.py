@@ -7,7 +7,7 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/train.html.md"""
 # %% auto #0
 __all__ = ['Progress', 'SegmentResult', 'run_state', 'restore_state', 'resolve_config', 'train_segment']
 
-# %% ../nbs/06_train.ipynb #dc7ca770
+# %% ../nbs/06_train.ipynb #b812b3c5
 import os, sys, time, signal, socket, threading, datetime, html
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
@@ -18,7 +18,7 @@ from .data import Items
 from .model import (Letter8, build_tokenizer, init_codebooks, refresh_groups, make_optimizer, train_step, encode)
 from .checkpoint import Checkpointer, Deadline, StopSignal, rng_state, set_rng_state
 
-# %% ../nbs/06_train.ipynb #bd08a305
+# %% ../nbs/06_train.ipynb #a91f35ba
 def _in_notebook() -> bool:
     try:
         from IPython import get_ipython
@@ -66,7 +66,7 @@ class Progress:
         elif force or now - self.last_print >= self.every_s:
             print(self.line(), file=self.out or sys.stdout, flush=True); self.last_print = now
 
-# %% ../nbs/06_train.ipynb #3c667c19
+# %% ../nbs/06_train.ipynb #b73546dd
 @dataclass
 class SegmentResult:
     "What one segment did, and why it stopped."
@@ -79,11 +79,12 @@ class SegmentResult:
     resumed_from: int|None # step it resumed from (None: fresh start)
     metrics: dict = field(default_factory=dict) # last step's losses
     ledger: list = field(default_factory=list) # every segment so far, this one last
+    saves: list = field(default_factory=list) # this segment's saves: step, blocking, stall_s (training blocked), commit_s
 
     @property
     def done(self) -> bool: return self.status == 'done'
 
-# %% ../nbs/06_train.ipynb #bf848adc
+# %% ../nbs/06_train.ipynb #c1e16a36
 def run_state(model:Letter8, opt:torch.optim.Optimizer, step:int, epoch:int, batch:int) -> dict:
     "Everything needed to continue a run bit-exactly."
     return dict(model=model.state_dict(), optim=opt.state_dict(), step=step, epoch=epoch, batch=batch,
@@ -96,7 +97,7 @@ def restore_state(model:Letter8, opt:torch.optim.Optimizer, state:dict) -> tuple
     set_rng_state(state['rng'])
     return state['step'], state['epoch'], state['batch']
 
-# %% ../nbs/06_train.ipynb #2e1cfa8a
+# %% ../nbs/06_train.ipynb #93696ffc
 def _now_iso(): return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
 
 def resolve_config(cfg:Config, items:Items) -> Config:
@@ -111,7 +112,7 @@ def _schedule_fault(kill_after_s):
     if not kill_after_s: return
     t = threading.Timer(kill_after_s, lambda: os.kill(os.getpid(), signal.SIGKILL)); t.daemon = True; t.start()
 
-# %% ../nbs/06_train.ipynb #cf0a5de7
+# %% ../nbs/06_train.ipynb #a1b4ca56
 def train_segment(cfg:Config, # the run's config (sizes from the data are filled in)
                   items:Items, # the catalog
                   checkpoint_dir:str|Path, # working dir: checkpoints are written here
@@ -177,4 +178,4 @@ def train_segment(cfg:Config, # the run's config (sizes from the data are filled
                        end_step=step, steps=steps, stop_reason=status, host=socket.gethostname(), pid=os.getpid()))
     commit(blocking=True)
     if bar: bar.update(force=True, step=step, status=status, committed=f"{ckpt.last_committed.name}")
-    return SegmentResult(status, step, epoch, steps, time.time() - t_start, str(ckpt.last_committed), resumed, losses, ledger)
+    return SegmentResult(status, step, epoch, steps, time.time() - t_start, str(ckpt.last_committed), resumed, losses, ledger, ckpt.stats)
