@@ -29,7 +29,7 @@ sync-check: $(VENV)/.installed
 	PATH="$(abspath $(BIN)):$$PATH" bash .ci/sync_check.sh
 
 nbtest: $(VENV)/.installed
-	$(BIN)/nbdev-test --n_workers 2
+	$(BIN)/nbdev-test --n-workers 2
 
 pytest: $(VENV)/.installed
 	$(BIN)/python -m pytest -q tests
