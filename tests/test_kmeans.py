@@ -1,0 +1,59 @@
+"Constrained k-means: bounds hold exactly on random feasible problems; missing faiss names the extra."
+import subprocess, sys
+import numpy as np, pytest
+from letter8_tokenizer.kmeans import constrained_kmeans, residual_init, check_bounds, letter_bounds
+
+def random_problem(rng):
+    n, d, k = int(rng.integers(50, 3000)), int(rng.integers(2, 40)), int(rng.integers(2, 64))
+    k = min(k, n)
+    lo = int(rng.integers(0, n // k + 1))
+    hi = int(rng.integers(max(-(-n // k), lo, 1), n + 1))
+    centers = rng.normal(0, 4, (int(rng.integers(1, 10)), d))
+    x = (centers[rng.integers(0, len(centers), n)] + rng.normal(0, 1, (n, d))).astype(rng.choice([np.float32, np.float64, np.float16]))
+    return x, k, lo, hi
+
+@pytest.mark.parametrize('seed', range(30))
+def test_sizes_always_within_bounds(seed):
+    x, k, lo, hi = random_problem(np.random.default_rng(seed))
+    C, labels = constrained_kmeans(x, k, size_min=lo, size_max=hi, niter=5, seed=seed)
+    sizes = np.bincount(labels, minlength=k)
+    assert C.shape == (k, x.shape[1]) and labels.shape == (len(x),)
+    assert sizes.min() >= lo and sizes.max() <= hi, (len(x), k, lo, hi, sizes.min(), sizes.max())
+
+def test_exactly_balanced_and_deterministic():
+    rng = np.random.default_rng(0)
+    x = np.r_[rng.normal(0, 1, (900, 8)), rng.normal(8, 1, (100, 8))].astype(np.float32)
+    a = constrained_kmeans(x, 10, size_min=100, size_max=100)
+    b = constrained_kmeans(x, 10, size_min=100, size_max=100)
+    assert (np.bincount(a[1]) == 100).all()
+    np.testing.assert_array_equal(a[1], b[1]); np.testing.assert_array_equal(a[0], b[0])
+
+def test_sampled_fit_still_assigns_all_within_bounds():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(30_000, 16)).astype(np.float32)
+    lo, hi = letter_bounds(len(x), 64)
+    _, labels = constrained_kmeans(x, 64, max_points_per_centroid=32)  # fit on 2,048 points, assign 30,000
+    sizes = np.bincount(labels, minlength=64)
+    assert sizes.min() >= lo and sizes.max() <= hi
+
+def test_residual_init_bounds_every_level():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(4000, 8)).astype(np.float32)
+    init = residual_init(x, levels=3, k=[16, 32, 8])
+    for l, k in enumerate([16, 32, 8]):
+        lo, hi = letter_bounds(len(x), k)
+        sizes = np.bincount(init.codes[:, l], minlength=k)
+        assert sizes.min() >= lo and sizes.max() <= hi
+
+@pytest.mark.parametrize('n,k,lo,hi,msg', [(10, 20, None, None, 'only n=10 points'), (100, 10, 11, None, 'size_min <= 10'),
+                                           (100, 10, None, 9, 'size_max >= 10'), (100, 10, 5, 4, 'size_max=4 must be >=')])
+def test_bad_bounds_name_the_fix(n, k, lo, hi, msg):
+    with pytest.raises(ValueError, match=msg): check_bounds(n, k, lo, hi)
+
+def test_missing_faiss_names_the_extra():
+    code = ("import sys; sys.modules['faiss'] = None\n"
+            "import numpy as np\nfrom letter8_tokenizer.kmeans import constrained_kmeans\n"
+            "try: constrained_kmeans(np.zeros((10, 2), np.float32), 2)\n"
+            "except ImportError as e: print(e)\n")
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout
+    assert "letter8-tokenizer[cpu]" in out and "letter8-tokenizer[gpu]" in out, out
