@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 EXTRAS ?= cpu,dev
 
-.PHONY: demo test nbtest pytest sync-check bench docs clean
+.PHONY: demo test nbtest pytest sync sync-check bench docs clean
 .DEFAULT_GOAL := test
 
 $(BIN)/python:
@@ -24,6 +24,12 @@ demo: $(VENV)/.installed
 	$(BIN)/letter8 demo
 
 test: $(VENV)/.installed sync-check nbtest pytest
+
+# After editing notebooks: export the library, clean the notebooks, refresh the packaged segment notebook and README.md.
+sync: $(VENV)/.installed
+	$(BIN)/nbdev-export && $(BIN)/nbdev-clean
+	cp nbs/segment.ipynb letter8_tokenizer/segment.ipynb
+	$(BIN)/python scripts/make_readme.py
 
 sync-check: $(VENV)/.installed
 	PATH="$(abspath $(BIN)):$$PATH" bash .ci/sync_check.sh

@@ -9,9 +9,11 @@ fi
 before=$(git diff --stat; git diff | sha256sum)
 nbdev-clean
 nbdev-export
+cp nbs/segment.ipynb letter8_tokenizer/segment.ipynb   # the packaged copy of the segment notebook
+python scripts/make_readme.py >/dev/null               # README.md from nbs/index.ipynb
 after=$(git diff --stat; git diff | sha256sum)
 if [ "$before" != "$after" ]; then
-  echo "::error::nbdev-clean or nbdev-export changed tracked files: run both and commit the result."
+  echo "::error::nbdev-clean, nbdev-export, the packaged segment notebook or README.md changed tracked files: run `make sync` and commit the result."
   git status --short -uno
   exit 1
 fi

@@ -9,7 +9,7 @@ __all__ = ['mlp', 'sqdist', 'sinkhorn_codes', 'QuantizerLevel', 'level_sizes', '
            'diversity_loss', 'compute_losses', 'build_tokenizer', 'encode_latents', 'sample_rows', 'init_codebooks',
            'refresh_groups', 'make_optimizer', 'train_step', 'encode', 'decode', 'save_tokenizer', 'load_tokenizer']
 
-# %% ../nbs/03_model.ipynb #acf8ff21
+# %% ../nbs/03_model.ipynb #938ab096
 import math, json
 from pathlib import Path
 import numpy as np
@@ -20,7 +20,7 @@ from .config import Config, config_to_dict, config_from_dict
 from .data import Items
 from .kmeans import residual_init, constrained_kmeans, check_points
 
-# %% ../nbs/03_model.ipynb #f8a42c86
+# %% ../nbs/03_model.ipynb #f7fa5da9
 def mlp(dims:list, # layer widths, input first
         dropout:float=0.0, # dropout before each hidden linear layer
        ) -> nn.Sequential:
@@ -32,7 +32,7 @@ def mlp(dims:list, # layer widths, input first
         if i < len(dims) - 2: layers.append(nn.ReLU())
     return nn.Sequential(*layers)
 
-# %% ../nbs/03_model.ipynb #bdf6e086
+# %% ../nbs/03_model.ipynb #6b09433f
 def sqdist(a:torch.Tensor, # [n, d]
            b:torch.Tensor, # [k, d]
           ) -> torch.Tensor:
@@ -50,7 +50,7 @@ def sinkhorn_codes(dist:torch.Tensor, # [n, k] distances
         logq = logq - logq.logsumexp(1, keepdim=True)
     return logq.argmax(1)
 
-# %% ../nbs/03_model.ipynb #d62b64c4
+# %% ../nbs/03_model.ipynb #4b8cf440
 class QuantizerLevel(nn.Module):
     "One residual level: codebook, EMA statistics, dead-code re-seeding, optional Sinkhorn assignment."
     def __init__(self,
@@ -114,7 +114,7 @@ class QuantizerLevel(nn.Module):
         codes = self.assign(r)
         return codes, F.embedding(codes, self.codebook)
 
-# %% ../nbs/03_model.ipynb #848f5e57
+# %% ../nbs/03_model.ipynb #70d4a55c
 def level_sizes(cfg:Config) -> list:
     "Codes per level, from an int or a list in the config."
     ks = cfg.model.codebook_size
@@ -155,7 +155,7 @@ class Letter8(nn.Module):
         zq_st = z + (zq - z).detach()
         return dict(z=z, codes=codes, zq=zq, zq_st=zq_st, recon=self.decoder(zq_st), residuals=residuals, vectors=vectors)
 
-# %% ../nbs/03_model.ipynb #7d9ba469
+# %% ../nbs/03_model.ipynb #468fab20
 def cf_alignment_loss(zq:torch.Tensor, # [n, e] quantised latents (straight-through)
                       cf:torch.Tensor, # [n, e] CF embeddings, already mapped to e dims
                       temperature:float=0.1, # softmax temperature on cosine similarities
@@ -190,7 +190,7 @@ def diversity_loss(zq_level:torch.Tensor, # [n, e] an item's vector at one level
     logits = -sqdist(zq_level, codebook) / temperature
     return F.cross_entropy(logits, group_partner(codes, groups))
 
-# %% ../nbs/03_model.ipynb #acb2d2c9
+# %% ../nbs/03_model.ipynb #03ea89ba
 def compute_losses(model:Letter8,
                    out:dict, # `model(x)`
                    x:torch.Tensor, # [n, in_dim] item embeddings
@@ -214,7 +214,7 @@ def compute_losses(model:Letter8,
     terms['total'] = sum(weights[k] * v for k, v in terms.items())
     return terms
 
-# %% ../nbs/03_model.ipynb #70018a47
+# %% ../nbs/03_model.ipynb #0b6a9bd6
 def build_tokenizer(cfg:Config, # the run's config; in_dim / cf_dim are filled in from `items`
                     items:Items|None=None, # the data, for its dimensions
                    ) -> Letter8:
@@ -264,7 +264,7 @@ def refresh_groups(model:Letter8):
         C = lvl.codebook.detach().numpy().astype(np.float32)
         model.groups[l] = torch.as_tensor(constrained_kmeans(C, min(g, lvl.k), seed=model.cfg.seed + l)[1]) if g > 1 else None
 
-# %% ../nbs/03_model.ipynb #c31ff428
+# %% ../nbs/03_model.ipynb #8c536a42
 def make_optimizer(model:Letter8) -> torch.optim.Optimizer:
     "AdamW over the trainable parameters, as the config says."
     o = model.cfg.optim
@@ -288,7 +288,7 @@ def train_step(model:Letter8,
     for lvl, r, c_ in zip(model.levels, out['residuals'], out['codes'].T): lvl.ema_step(r.detach(), c_)
     return {k: float(v.detach()) if torch.is_tensor(v) else float(v) for k, v in losses.items()}
 
-# %% ../nbs/03_model.ipynb #f08c143a
+# %% ../nbs/03_model.ipynb #29b71703
 @torch.no_grad()
 def encode(model:Letter8,
            data:Items|np.ndarray, # an `Items` catalog (streamed) or an array [n, in_dim]
@@ -326,7 +326,7 @@ def decode(model:Letter8,
     model.train(was)
     return out
 
-# %% ../nbs/03_model.ipynb #aec318c4
+# %% ../nbs/03_model.ipynb #c33901e5
 def save_tokenizer(model:Letter8, path:str|Path # a folder; created if missing
                   ) -> Path:
     "Write `model.pt` (state dict) and `config.json` to `path`."

@@ -1,0 +1,121 @@
+"""The segment runner end to end with real papermill kernels: a kernel SIGKILLed mid-segment, a deadline stop,
+a failing cell, the ledger, the notebook's parameters as papermill sees them, and saved notebooks that show
+the final progress panel (no stale 0% bar, no widget)."""
+import json, subprocess, sys
+from pathlib import Path
+import pytest
+from letter8_tokenizer.segments import run_segments, segment_notebook, read_status, RunReport
+from letter8_tokenizer.codes import CodeTable
+
+ROOT = Path(__file__).resolve().parent.parent
+NB = ROOT/'nbs'/'segment.ipynb'
+ENV = {'OMP_NUM_THREADS': 1, 'MKL_NUM_THREADS': 1}
+CONTRACT = {'experiment': ('str', '"demo"'), 'items_path': ('str', '""'), 'cf_path': ('str', '""'), 'labels_path': ('str', '""'),
+            'catalog_items': ('int', '2000'), 'resume_from': ('str', '""'), 'work_dir': ('str', '"runs"'),
+            'session_limit_s': ('float', '0.0'), 'margin_s': ('float', '5.0'), 'config_path': ('str', '""'),
+            'overrides': ('str', '"{}"'), 'kill_after_s': ('float', '0.0')}
+
+def outputs(nb_path):
+    "Every output of every code cell of a saved notebook, and the notebook."
+    nb = json.loads(Path(nb_path).read_text())
+    return [o for c in nb['cells'] if c['cell_type'] == 'code' for o in c.get('outputs', [])], nb
+
+def text_of(o):
+    t = o.get('text') or o.get('data', {}).get('text/plain') or ''
+    return ''.join(t) if isinstance(t, list) else t
+
+def html_of(o):
+    h = o.get('data', {}).get('text/html') or ''
+    return ''.join(h) if isinstance(h, list) else h
+
+@pytest.fixture(scope='module')
+def chain(tmp_path_factory):
+    "Segment 0 killed mid-step by the fault drill, segment 1 stopped by a 12 s session deadline, then segments until done."
+    out = tmp_path_factory.mktemp('chain')
+    params = dict(experiment='chain', overrides=json.dumps({'optim.epochs': 120}))
+    rep = run_segments(NB, out, params, max_segments=6, retries=2, env=ENV, progress=False,
+                       segment_parameters={0: {'kill_after_s': 1.0}, 1: {'session_limit_s': 12.0, 'margin_s': 1.0}})
+    return out, rep
+
+def test_chain_survives_kill_and_deadline(chain):
+    out, rep = chain
+    assert rep.status == 'done', rep
+    reasons = [s.stop_reason for s in rep.segments]
+    assert reasons[0] == 'killed' and reasons[-1] == 'done', reasons
+    assert 'deadline' in reasons or len(reasons) == 2, reasons  # a very fast machine may finish segment 1
+    for a, b in zip(rep.segments, rep.segments[1:]): assert b.start_step == a.end_step
+    assert rep.segments[-1].end_step == rep.final['step'] == 120 * 8
+    st = read_status(Path(rep.run_dir))
+    assert st['done'] and st['status'] == 'done' and st['segment'] == rep.segments[-1].segment
+    assert {'status', 'done', 'step', 'epoch', 'checkpoint', 'segment', 'steps', 'seconds', 'time_utc'} <= set(st)
+    run = Path(rep.run_dir)
+    assert len((run/'metrics.jsonl').read_text().splitlines()) == 120 * 8
+    assert len(CodeTable.load(run/'codes')) == 2000
+    assert (run/'tokenizer'/'model.pt').exists() and (run/'probe'/'probe.html').exists() and (run/'probe'/'probe.json').exists()
+
+def test_ledger_and_segment_files(chain):
+    out, rep = chain
+    ledger = [json.loads(l) for l in (out/'segments.jsonl').read_text().splitlines()]
+    assert [l['segment'] for l in ledger] == [f'segment-{i:03d}' for i in range(len(rep.segments))]
+    for l in ledger:
+        assert {'start', 'end', 'steps', 'stop_reason', 'checkpoint', 'error'} <= set(l)
+        assert Path(l['notebook']).exists()
+    assert ledger[0]['stop_reason'] == 'killed' and 'Kernel died' in ledger[0]['error']
+    assert ledger[-1]['error'] is None
+
+def test_resume_from_last_commit(chain):
+    out, rep = chain
+    outs, _ = outputs(out/'segment-001.ipynb')
+    text = '\n'.join(text_of(o) for o in outs)
+    k = rep.segments[0].end_step
+    assert (f'resumed from' in text and f'(step {k},' in text) if k else 'fresh start' in text
+
+def test_saved_notebooks_show_final_progress(chain):
+    out, rep = chain
+    for s in rep.segments:
+        outs, nb = outputs(s.notebook)
+        raw = json.dumps(nb)
+        assert 'application/vnd.jupyter.widget-view+json' not in raw and 'Error displaying widget' not in raw
+        assert 'widgets' not in nb['metadata']
+        if s.stop_reason == 'killed': continue
+        panels = [html_of(o) for o in outs if 'step ' in html_of(o) and '/ ' in html_of(o)]
+        assert len(panels) == 1, [s.segment, len(panels)]  # one panel, updated in place
+        assert f"<b>step {s.end_step:,} / {120 * 8:,}" in panels[0], panels[0][:120]
+        if s.stop_reason == 'done': assert '(100.0%)' in panels[0]
+        assert 'status' in panels[0] and s.stop_reason in panels[0]
+
+def test_already_done_runs_nothing(chain):
+    out, rep = chain
+    again = run_segments(NB, out, dict(experiment='chain', overrides=json.dumps({'optim.epochs': 120})), progress=False)
+    assert again.status == 'done' and again.segments == [] and 'already done' in again.message
+
+def test_failing_cell_is_recorded_and_retries_are_bounded(tmp_path):
+    rep = run_segments(NB, tmp_path, dict(experiment='bad', items_path=str(tmp_path/'missing.npy')), max_segments=5,
+                       retries=0, segment_budget_s=30.5, env=ENV, progress=False)
+    assert rep.status == 'failed' and len(rep.segments) == 1
+    s = rep.segments[0]
+    assert s.stop_reason == 'error' and 'FileNotFoundError' in s.error and 'missing.npy' in s.error
+    assert 'failed' in rep.message and 'retries=0' in rep.message and s.notebook in rep.message
+    _, nb = outputs(s.notebook)
+    assert nb['metadata']['papermill']['exception'] is True
+    assert read_status(Path(rep.run_dir))['status'] == 'running'  # the segment never finished
+    assert len((tmp_path/'segments.jsonl').read_text().splitlines()) == 1
+    _, nb = outputs(s.notebook)
+    assert 'session_limit_s = 30.5' in json.dumps(nb)  # the budget reached the notebook as its session limit
+
+def test_help_notebook_lists_the_contract():
+    r = subprocess.run([str(Path(sys.executable).parent/'papermill'), '--help-notebook', str(NB)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    for name, (tp, default) in CONTRACT.items():
+        assert f"{name}: {tp} (default {default})" in r.stdout, name
+    import papermill as pm
+    params = pm.inspect_notebook(str(NB))
+    assert list(params) == list(CONTRACT)
+    assert all(p['help'] for p in params.values())
+
+def test_parameters_tag_survives_nbdev_clean():
+    nb = json.loads(NB.read_text())
+    tagged = [c for c in nb['cells'] if 'parameters' in c.get('metadata', {}).get('tags', [])]
+    assert len(tagged) == 1 and 'experiment: str = "demo"' in ''.join(tagged[0]['source'])
+    assert nb['metadata']['kernelspec']['name'] == 'python3'
+    assert segment_notebook() == NB
