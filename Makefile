@@ -46,5 +46,9 @@ bench: $(VENV)/.installed
 	$(BIN)/python bench/bench_checkpoint.py
 	$(BIN)/python bench/bench_deadline.py
 
+# The docs site as static HTML in _docs/ (quarto builds the published site in the GitHub workflow).
+docs: $(VENV)/.installed
+	$(BIN)/python scripts/build_docs.py
+
 clean:
 	rm -rf _proc _docs .pytest_cache

@@ -7,7 +7,7 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/train.html.md"""
 # %% auto #0
 __all__ = ['Progress', 'SegmentResult', 'run_state', 'restore_state', 'resolve_config', 'train_segment']
 
-# %% ../nbs/06_train.ipynb #b812b3c5
+# %% ../nbs/06_train.ipynb #b611822c
 import os, sys, time, signal, socket, threading, datetime, html
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
@@ -18,7 +18,7 @@ from .data import Items
 from .model import (Letter8, build_tokenizer, init_codebooks, refresh_groups, make_optimizer, train_step, encode)
 from .checkpoint import Checkpointer, Deadline, StopSignal, rng_state, set_rng_state
 
-# %% ../nbs/06_train.ipynb #a91f35ba
+# %% ../nbs/06_train.ipynb #8496c3b2
 def _in_notebook() -> bool:
     try:
         from IPython import get_ipython
@@ -66,7 +66,7 @@ class Progress:
         elif force or now - self.last_print >= self.every_s:
             print(self.line(), file=self.out or sys.stdout, flush=True); self.last_print = now
 
-# %% ../nbs/06_train.ipynb #b73546dd
+# %% ../nbs/06_train.ipynb #f2908d4c
 @dataclass
 class SegmentResult:
     "What one segment did, and why it stopped."
@@ -84,7 +84,7 @@ class SegmentResult:
     @property
     def done(self) -> bool: return self.status == 'done'
 
-# %% ../nbs/06_train.ipynb #c1e16a36
+# %% ../nbs/06_train.ipynb #f25c51a9
 def run_state(model:Letter8, opt:torch.optim.Optimizer, step:int, epoch:int, batch:int) -> dict:
     "Everything needed to continue a run bit-exactly."
     return dict(model=model.state_dict(), optim=opt.state_dict(), step=step, epoch=epoch, batch=batch,
@@ -97,7 +97,7 @@ def restore_state(model:Letter8, opt:torch.optim.Optimizer, state:dict) -> tuple
     set_rng_state(state['rng'])
     return state['step'], state['epoch'], state['batch']
 
-# %% ../nbs/06_train.ipynb #93696ffc
+# %% ../nbs/06_train.ipynb #2c31e360
 def _now_iso(): return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
 
 def resolve_config(cfg:Config, items:Items) -> Config:
@@ -112,7 +112,7 @@ def _schedule_fault(kill_after_s):
     if not kill_after_s: return
     t = threading.Timer(kill_after_s, lambda: os.kill(os.getpid(), signal.SIGKILL)); t.daemon = True; t.start()
 
-# %% ../nbs/06_train.ipynb #a1b4ca56
+# %% ../nbs/06_train.ipynb #f8b16cd2
 def train_segment(cfg:Config, # the run's config (sizes from the data are filled in)
                   items:Items, # the catalog
                   checkpoint_dir:str|Path, # working dir: checkpoints are written here
@@ -161,7 +161,8 @@ def train_segment(cfg:Config, # the run's config (sizes from the data are filled
                 step, batch, steps = step + 1, batch + 1, steps + 1
                 history.append(dict(step=step, epoch=epoch, **{k: round(v, 6) for k, v in losses.items()}))
                 if batch == per_epoch: epoch, batch = epoch + 1, 0
-                if stop.requested: status = 'signal'
+                if epoch >= total_epochs: pass  # the run is complete: 'done', whatever else is due
+                elif stop.requested: status = 'signal'
                 elif max_steps is not None and steps >= max_steps: status = 'step_limit'
                 elif deadline.should_stop(): status = 'deadline'
                 elif deadline.should_save_periodic() or (sched.save_every_steps and step % sched.save_every_steps == 0):

@@ -23,7 +23,7 @@ def test_console_script_exit_codes():
     assert r.returncode == 2 and "did you mean 'run'" in r.stderr
 
 def test_help_everywhere_and_usage_errors():
-    assert set(COMMANDS) == {'demo', 'run', 'new', 'encode', 'probe', 'env'}
+    assert set(COMMANDS) == {'demo', 'run', 'new', 'encode', 'probe', 'env', 'kaggle'}
     assert call()[0] == 2 and call('--help')[0] == 0
     for name in COMMANDS:
         rc, out, _ = call(name, '--help')

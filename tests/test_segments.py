@@ -118,4 +118,4 @@ def test_parameters_tag_survives_nbdev_clean():
     tagged = [c for c in nb['cells'] if 'parameters' in c.get('metadata', {}).get('tags', [])]
     assert len(tagged) == 1 and 'experiment: str = "demo"' in ''.join(tagged[0]['source'])
     assert nb['metadata']['kernelspec']['name'] == 'python3'
-    assert segment_notebook() == NB
+    assert segment_notebook().read_bytes() == NB.read_bytes(), 'the packaged copy is stale: run `make sync`'
