@@ -9,12 +9,12 @@ __all__ = ['import_faiss', 'faiss_gpus', 'use_gpu', 'knn', 'check_points', 'lett
            'accept_moves', 'balanced_assign', 'kmeans_plusplus', 'centroid_means', 'inertia', 'constrained_kmeans',
            'ResidualInit', 'residual_init']
 
-# %% ../nbs/01_kmeans.ipynb #a78a152c
+# %% ../nbs/01_kmeans.ipynb #5df0dde2
 import math
 import numpy as np
 import scipy.sparse
 
-# %% ../nbs/01_kmeans.ipynb #1150e2c2
+# %% ../nbs/01_kmeans.ipynb #5103bea3
 def import_faiss():
     "Import faiss, or raise an `ImportError` that names the extra to install."
     try: import faiss
@@ -24,7 +24,7 @@ def import_faiss():
                           "`pip install 'letter8-tokenizer[gpu]'` (faiss-gpu) on a CUDA machine.") from e
     return faiss
 
-# %% ../nbs/01_kmeans.ipynb #5aa88b83
+# %% ../nbs/01_kmeans.ipynb #f9a086df
 def faiss_gpus() -> int:
     "Number of GPUs faiss can use (0 with faiss-cpu or without CUDA)."
     faiss = import_faiss()
@@ -39,7 +39,7 @@ def use_gpu(gpu:bool|None=None # None: GPU when faiss sees one; True: require it
                            "machine with CUDA, or pass gpu=None to fall back to the CPU.")
     return bool(gpu)
 
-# %% ../nbs/01_kmeans.ipynb #77a0e43a
+# %% ../nbs/01_kmeans.ipynb #99fc4724
 _gpu_resources = None
 
 def knn(queries:np.ndarray, # [nq, d] points to look up
@@ -58,7 +58,7 @@ def knn(queries:np.ndarray, # [nq, d] points to look up
         return faiss.knn_gpu(_gpu_resources, q, b, k)
     return faiss.knn(q, b, k)
 
-# %% ../nbs/01_kmeans.ipynb #8a0e2fac
+# %% ../nbs/01_kmeans.ipynb #e192c156
 def check_points(x, # array-like [n, d] of floats
                  name:str='x', # how to call it in messages
                 ) -> np.ndarray:
@@ -73,7 +73,7 @@ def check_points(x, # array-like [n, d] of floats
         raise ValueError(f"{name} has NaN or inf in row {row} (and {int((~finite).sum())-1} more rows): clean or drop those rows first.")
     return x
 
-# %% ../nbs/01_kmeans.ipynb #19234990
+# %% ../nbs/01_kmeans.ipynb #05874234
 def letter_bounds(n:int, # number of points
                   k:int, # number of clusters
                  ) -> tuple[int, int]:
@@ -98,7 +98,7 @@ def check_bounds(n:int, # number of points
     if k*size_max < n: raise ValueError(f"Infeasible bounds: k*size_max = {k}*{size_max} = {k*size_max} < n = {n}. Use size_max >= {-(-n//k)}, or more clusters.")
     return size_min, size_max
 
-# %% ../nbs/01_kmeans.ipynb #b83f9095
+# %% ../nbs/01_kmeans.ipynb #c849e402
 def rank_within(groups:np.ndarray # group id of each item, items in priority order
                ) -> np.ndarray:
     "Position of each item among the items of its group, counting in the given order."
@@ -119,7 +119,7 @@ def accept_moves(src:np.ndarray, # source cluster of each proposed move, best mo
     ok = np.flatnonzero(rank_within(src) < give[src])
     return ok[rank_within(dst[ok]) < take[dst[ok]]]
 
-# %% ../nbs/01_kmeans.ipynb #067ea17b
+# %% ../nbs/01_kmeans.ipynb #624f0563
 def _cap(x, C, labels, dist, size_max, gpu):
     "Move points out of clusters over `size_max`, cheapest regret first, into the nearest cluster with room."
     counts = np.bincount(labels, minlength=len(C))
@@ -148,7 +148,7 @@ def _fill(x, C, labels, dist, size_min, gpu):
         np.subtract.at(counts, labels[donors[ok]], 1); np.add.at(counts, dst[ok], 1)
         labels[donors[ok]], dist[donors[ok]] = dst[ok], d[ok]
 
-# %% ../nbs/01_kmeans.ipynb #a3baea72
+# %% ../nbs/01_kmeans.ipynb #56f11c17
 def balanced_assign(x:np.ndarray, # [n, d] float32 points
                     centroids:np.ndarray, # [k, d] float32 centroids
                     size_min:int, # every cluster gets at least this many points
@@ -162,17 +162,17 @@ def balanced_assign(x:np.ndarray, # [n, d] float32 points
     _fill(x, centroids, labels, dist, size_min, gpu)
     return labels
 
-# %% ../nbs/01_kmeans.ipynb #c1837b39
+# %% ../nbs/01_kmeans.ipynb #2935729f
 def _sqnorms(x): return np.einsum('ij,ij->i', x, x)
 
 def kmeans_plusplus(x:np.ndarray, # [n, d] float32 points
                     k:int, # number of seeds
                     rng:np.random.Generator, # source of randomness
-                    trials:int|None=None, # candidates per step; default 2 + log(k), as scikit-learn
+                    trials:int|None=None, # candidates per step; default 2 + 2 log(k), twice scikit-learn's extra ones
                    ) -> np.ndarray:
     "`k` seeds `[k, d]` by greedy k-means++."
     n = len(x)
-    trials = trials or 2 + int(math.log(k))
+    trials = trials or 2 + 2 * int(math.log(k))
     xx, xt = _sqnorms(x), np.ascontiguousarray(x.T)
     seeds = [int(rng.integers(n))]
     closest = np.maximum(xx - 2*x @ x[seeds[0]] + xx[seeds[0]], 0)
@@ -205,7 +205,7 @@ def inertia(x, # [n, d] points
     "Sum of squared distances of the points to their centroids."
     return float(((np.asarray(x, np.float64) - centroids[labels])**2).sum())
 
-# %% ../nbs/01_kmeans.ipynb #0c8e0f4e
+# %% ../nbs/01_kmeans.ipynb #2d9973f4
 def _fit(x, k, size_min, size_max, niter, tol, rng, gpu):
     centroids = kmeans_plusplus(x[rng.choice(len(x), min(len(x), 64*k), replace=False)], k, rng)
     labels = None
@@ -241,7 +241,7 @@ def constrained_kmeans(x:np.ndarray, # [n, d] points (float16/32/64)
     labels = balanced_assign(x, centroids, size_min, size_max, gpu)
     return centroid_means(x, labels, centroids), labels
 
-# %% ../nbs/01_kmeans.ipynb #8f9027c6
+# %% ../nbs/01_kmeans.ipynb #cc000c24
 from typing import NamedTuple
 
 class ResidualInit(NamedTuple):
