@@ -9,7 +9,7 @@ __all__ = ['LETTERS', 'DEFAULT_SIZE', 'SPECIAL_TOKENS', 'FORMAT', 'FORMAT_VERSIO
            'codes_to_strings', 'strings_to_codes', 'TokenVocab', 'collision_stats', 'Resolution', 'resolve_collisions',
            'check_items', 'CodeTable']
 
-# %% ../nbs/04_codes.ipynb #2bd260cb
+# %% ../nbs/04_codes.ipynb #5885a475
 import hashlib, json, os, re
 from pathlib import Path
 from typing import NamedTuple
@@ -17,7 +17,7 @@ import numpy as np
 from fastcore.basics import patch
 from .kmeans import check_points
 
-# %% ../nbs/04_codes.ipynb #28a9ef22
+# %% ../nbs/04_codes.ipynb #98f86018
 LETTERS = 'abcdefghijklmnopqrstuvwxyz'
 DEFAULT_SIZE = 256
 
@@ -59,7 +59,7 @@ def check_codes(codes, # array-like [n_items, levels] of integers
         raise ValueError(f"{name}[{row}, {l}] = {codes[row, l]} but level {LETTERS[l]} has {sizes[l]} codes (0..{sizes[l]-1}). Pass the true sizes, e.g. sizes={[max(s, int(m)+1) for s, m in zip(sizes, codes.max(0))]}.")
     return codes, sizes
 
-# %% ../nbs/04_codes.ipynb #a7b691b6
+# %% ../nbs/04_codes.ipynb #a19af7bc
 def level_tokens(level:int, # 0 for a, 1 for b, ...
                  size:int=DEFAULT_SIZE, # codes on that level
                 ) -> list[str]:
@@ -80,7 +80,7 @@ def codes_to_strings(codes, # [n_items, levels] integer codes
     cols = [_level_strings(codes[:, l], l, s) for l, s in enumerate(sizes)]
     return [''.join(r) for r in zip(*cols)]
 
-# %% ../nbs/04_codes.ipynb #b4baf52e
+# %% ../nbs/04_codes.ipynb #9751378a
 _TOKEN = re.compile(r'<([^<>]*)>')
 
 def _pattern(levels): return re.compile(''.join(f'<{LETTERS[l]}_([0-9]+)>' for l in range(levels)))
@@ -119,7 +119,7 @@ def strings_to_codes(strings:str|list[str], # token strings, or one string
         row = int(np.argmax((codes >= np.array(level_sizes(levels, sizes))).any(1)))
         raise ValueError(f"Code string {row} {strings[row]!r} is out of range: {e}") from None
 
-# %% ../nbs/04_codes.ipynb #6c6f2776
+# %% ../nbs/04_codes.ipynb #d786692c
 SPECIAL_TOKENS = ('<pad>', '<s>', '</s>', '<unk>', '<sep>')
 
 class TokenVocab:
@@ -164,7 +164,7 @@ class TokenVocab:
 
 def _sizes_str(sizes): return f"{sizes[0]}" if len(set(sizes)) == 1 else '/'.join(map(str, sizes))
 
-# %% ../nbs/04_codes.ipynb #4e6028a4
+# %% ../nbs/04_codes.ipynb #fb0d004a
 def _pack(codes, sizes):
     "Sort keys `[n, words]` (uint64): consecutive levels in mixed radix, first level most significant."
     groups, cap = [], None
@@ -202,7 +202,7 @@ def collision_stats(codes, # [n_items, levels] integer codes
     codes, sizes = check_codes(codes, sizes)
     return _stats(_first_diff(codes[_order(_pack(codes, sizes))]), codes.shape[1])
 
-# %% ../nbs/04_codes.ipynb #78578bd3
+# %% ../nbs/04_codes.ipynb #67cc9176
 def _distance_inputs(residual, codebook, n, K):
     if residual is None and codebook is None: return None
     if residual is None or codebook is None: raise ValueError("Give both residual [n_items, dim] and codebook [K_last, dim] for distance-aware moves, or neither for index distance.")
@@ -225,7 +225,7 @@ def _costs(rows, last, K, dist):
     x = r[rows].astype(np.float64)
     return np.maximum((x**2).sum(1)[:, None] - 2*x @ cb.T + (cb**2).sum(1), 0)
 
-# %% ../nbs/04_codes.ipynb #d8ebd025
+# %% ../nbs/04_codes.ipynb #11c5c273
 def _claim(cost, bucket, rows, taken):
     "Rounds of proposals: each mover takes the nearest code not `taken` in its bucket, or -1 if none is left."
     h = np.full(len(rows), -1)
@@ -262,7 +262,7 @@ def _move_within(new, rows, bucket, keep_bucket, keep_code, K, dist, max_cells):
         left.append(r[h < 0]); s = e
     return np.concatenate(left)
 
-# %% ../nbs/04_codes.ipynb #cea27b0a
+# %% ../nbs/04_codes.ipynb #3b786152
 def _prefix_str(codes, levels): return ''.join(f"<{LETTERS[l]}_{codes[l]}>" for l in range(levels))
 
 def _unresolvable(n_left, members, sizes, parent):
@@ -306,7 +306,7 @@ def _spill(new, left, order, first_diff, sizes, dist):
             new[r, -2], new[r, -1] = g, h
             used[g][h], free[g] = True, free[g] - 1
 
-# %% ../nbs/04_codes.ipynb #e5d1bb98
+# %% ../nbs/04_codes.ipynb #2eefcb2b
 class Resolution(NamedTuple):
     "What `resolve_collisions` returns."
     codes: np.ndarray # [n, L] codes, no two rows equal
@@ -354,7 +354,7 @@ def resolve_collisions(codes, # [n_items, levels] integer codes
     moved = np.flatnonzero((new != codes).any(1))
     return Resolution(new, moved, _report(codes, new, moved, sizes, before, dist))
 
-# %% ../nbs/04_codes.ipynb #997b62eb
+# %% ../nbs/04_codes.ipynb #5704d3ca
 FORMAT, FORMAT_VERSION = 'letter8_tokenizer.codes', 1
 
 def check_items(items, # item ids, one per row: ints or strings; None for row indices
@@ -417,7 +417,7 @@ class CodeTable:
         moved = f", {self.report['moved']:,} moved" if self.report else ''
         return f"CodeTable({len(self):,} items, {self.levels} levels {self.letters[0]}..{self.letters[-1]} of {_sizes_str(self.sizes)} codes, {ids}{moved})"
 
-# %% ../nbs/04_codes.ipynb #786ff37c
+# %% ../nbs/04_codes.ipynb #c561eb39
 def _keys(codes, sizes):
     "One sortable key per row: uint64 when the codes pack into one word, else big-endian bytes."
     w = _pack(codes, sizes)
@@ -482,7 +482,7 @@ def to_dict(self:CodeTable) -> dict:
     items = range(len(self)) if self.items is None else self.items.tolist()
     return dict(zip(items, self.strings()))
 
-# %% ../nbs/04_codes.ipynb #8fc97528
+# %% ../nbs/04_codes.ipynb #b95372cf
 def _sha256(path):
     h = hashlib.sha256()
     with open(path, 'rb') as f:
