@@ -8,7 +8,8 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/checkpoint.html.md""
 __all__ = ['MANIFEST', 'KAGGLE_SESSION_S', 'KAGGLE_TPU_SESSION_S', 'fsync_dir', 'os_error_in', 'write_durable', 'replace_atomic',
            'sha256_file', 'rng_state', 'set_rng_state', 'snapshot', 'hash_config', 'config_diff', 'step_dir_name',
            'step_dirs', 'read_manifest', 'verify_checkpoint', 'load_state', 'Checkpoint', 'CheckpointSaveError',
-           'library_versions', 'Checkpointer', 'StopSignal', 'kaggle_session_limit', 'process_start_time', 'Deadline']
+           'library_versions', 'Checkpointer', 'utc_now', 'StopSignal', 'kaggle_session_limit', 'process_start_time',
+           'Deadline']
 
 # %% ../nbs/05_checkpoint.ipynb #c25d4a29
 import copy, errno, hashlib, json, os, platform, random, re, secrets, shutil, signal, threading, time, warnings
@@ -295,9 +296,13 @@ def _clean_leftovers(self:Checkpointer):
         if e.is_dir(follow_symlinks=False): shutil.rmtree(e.path, ignore_errors=True)
         else: Path(e.path).unlink(missing_ok=True)
 
+def utc_now(timespec:str='seconds') -> str:
+    "The current UTC time in ISO 8601, for manifests, ledgers and status files."
+    return datetime.now(timezone.utc).isoformat(timespec=timespec)
+
 @patch
 def _manifest(self:Checkpointer, step, files):
-    return {'format': 1, 'step': step, 'time_utc': datetime.now(timezone.utc).isoformat(timespec='milliseconds'),
+    return {'format': 1, 'step': step, 'time_utc': utc_now('milliseconds'),
             'config_hash': self.config_hash, 'config': self.config, 'versions': library_versions(),
             'files': files, 'writer': {'pid': os.getpid(), 'host': platform.node()}}
 

@@ -17,7 +17,7 @@ __all__ = ['PACKAGE', 'ACCELERATORS', 'KERNEL_METADATA', 'DATASET_METADATA', 'ka
 import io, json, os, platform, re, shutil, subprocess, sys, time, warnings, contextlib
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from .checkpoint import (kaggle_session_limit, process_start_time, replace_atomic,
+from .checkpoint import (kaggle_session_limit, process_start_time, replace_atomic, utc_now,
                                           step_dirs, MANIFEST)
 
 # %% ../nbs/09_kaggle.ipynb #898f8e27
@@ -446,8 +446,6 @@ _DONE_STATES, _ERROR_STATES = {'COMPLETE'}, {'ERROR', 'CANCEL_REQUESTED', 'CANCE
 
 def _status_name(s): return getattr(s, 'name', str(s)).upper().replace('KERNEL_WORKER_STATUS_', '')
 
-def _now_iso(): return datetime.now(timezone.utc).isoformat(timespec='seconds')
-
 class KaggleChain:
     "Push, poll, collect and hand over segment sessions on Kaggle until the run is done."
     def __init__(self,
@@ -594,7 +592,7 @@ def _wait(self:KaggleChain):
     raw = self._call(lambda: self.api.kernels_logs(self.kernel_id), 'kernels logs')
     tail = log_text(raw)[-3000:]
     s['history'].append({'session': s['session'], 'kernel_version': s['kernel_version'], 'status': st,
-                         'failure': getattr(r, 'failure_message', None), 'ended': _now_iso()})
+                         'failure': getattr(r, 'failure_message', None), 'ended': utc_now()})
     if s['errors'] < self.error_retries:
         self.log(f"session {s['session']}: {st} ({r.failure_message or 'see log'}); retrying from the last checkpoint")
         return self._save_state(phase='push', errors=s['errors'] + 1)
@@ -618,7 +616,7 @@ def _collect(self:KaggleChain):
     st = json.loads(status_file.read_text())
     prev = s['step']
     s['history'].append({'session': s['session'], 'kernel_version': s['kernel_version'], 'status': 'COMPLETE',
-                         'step': st.get('step'), 'done': bool(st.get('done')), 'ended': _now_iso(),
+                         'step': st.get('step'), 'done': bool(st.get('done')), 'ended': utc_now(),
                          'wall_s': round(time.time() - s.get('pushed_at', time.time()), 1)})
     self.log(f"session {s['session']}: step {st.get('step')} ({st.get('status')}), done={bool(st.get('done'))}")
     if st.get('done'):

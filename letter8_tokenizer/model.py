@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from .config import Config, config_to_dict, config_from_dict
 from .data import Items
 from .kmeans import residual_init, constrained_kmeans, check_points
+from .codes import level_sizes as codes_level_sizes
 
 # %% ../nbs/03_model.ipynb #f7fa5da9
 def mlp(dims:list, # layer widths, input first
@@ -117,10 +118,8 @@ class QuantizerLevel(nn.Module):
 # %% ../nbs/03_model.ipynb #70d4a55c
 def level_sizes(cfg:Config) -> list:
     "Codes per level, from an int or a list in the config."
-    ks = cfg.model.codebook_size
-    ks = [ks] * cfg.model.levels if isinstance(ks, int) else list(ks)
-    if len(ks) != cfg.model.levels: raise ValueError(f"model.codebook_size has {len(ks)} sizes for model.levels={cfg.model.levels}: give one per level, or one int.")
-    return ks
+    try: return list(codes_level_sizes(cfg.model.levels, cfg.model.codebook_size))
+    except ValueError as e: raise ValueError(f"config model.levels / model.codebook_size: {e}") from None
 
 class Letter8(nn.Module):
     "RQ-VAE tokenizer: MLP encoder, residual quantiser levels (letters a, b, ...), MLP decoder."

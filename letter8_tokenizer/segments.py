@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 from .config import Config, load_config, override, config_hash, config_to_dict
 from .data import Items, synthetic_catalog
-from .checkpoint import Checkpointer, Deadline, replace_atomic, kaggle_session_limit, MANIFEST, step_dirs
+from .checkpoint import Checkpointer, Deadline, replace_atomic, kaggle_session_limit, MANIFEST, step_dirs, utc_now
 
 # %% ../nbs/08_segments.ipynb #b52d358c
 @dataclass(frozen=True)
@@ -124,8 +124,6 @@ def segment_deadline(cfg:Config, # the run's config (its periodic-save interval)
     return d
 
 # %% ../nbs/08_segments.ipynb #62b71cd9
-def _now_iso(): return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
-
 def read_status(path:str|Path # a status.json, or the run folder holding one
                ) -> dict|None:
     "The status a segment wrote, or None if there is none yet."
@@ -138,7 +136,7 @@ def write_status(run:RunPaths, # the run folder
                  **fields, # status, done, step, epoch, checkpoint, segment, steps, seconds, ...
                 ) -> dict:
     "Replace `status.json` by the previous status updated with `fields` and the time; return it."
-    st = {**(read_status(run.status) or {}), **fields, 'time_utc': _now_iso()}
+    st = {**(read_status(run.status) or {}), **fields, 'time_utc': utc_now()}
     replace_atomic(run.status, json.dumps(st, indent=1, default=str).encode())
     return st
 
@@ -293,7 +291,7 @@ def run_segment(notebook:str|Path, # the segment notebook template
     run = run_paths(parameters.get('work_dir', 'runs'), parameters.get('experiment', 'demo'))
     roots = [run.checkpoints, *_read_roots(parameters.get('resume_from'))]
     start_step, _ = committed(roots)
-    t0, start, reason, error = time.time(), _now_iso(), None, None
+    t0, start, reason, error = time.time(), utc_now(), None, None
     log = Path(out_path).with_suffix('.log')
     try:
         pm.execute_notebook(str(notebook), str(out_path), parameters=parameters, kernel_name='python3', language='python',
@@ -310,7 +308,7 @@ def run_segment(notebook:str|Path, # the segment notebook template
         if mine and st.get('status') not in (None, 'running'): reason = st['status']
         else: reason, error = 'error', f"the notebook ended without writing a final status.json for {name} (found {st.get('segment')!r}, status {st.get('status')!r})"
     end_step, ck = committed(roots)
-    return SegmentRecord(name, str(out_path), start, _now_iso(), round(time.time() - t0, 2), start_step, end_step,
+    return SegmentRecord(name, str(out_path), start, utc_now(), round(time.time() - t0, 2), start_step, end_step,
                          end_step - start_step, reason, bool(mine and reason == 'done' and st.get('done')),
                          str(ck) if ck else None, error, str(log))
 

@@ -16,7 +16,7 @@ import torch
 from .config import Config, config_to_dict, config_hash, override
 from .data import Items
 from .model import (Letter8, build_tokenizer, init_codebooks, refresh_groups, make_optimizer, train_step, encode)
-from .checkpoint import Checkpointer, Deadline, StopSignal, rng_state, set_rng_state
+from .checkpoint import Checkpointer, Deadline, StopSignal, rng_state, set_rng_state, utc_now
 
 # %% ../nbs/06_train.ipynb #8496c3b2
 def _in_notebook() -> bool:
@@ -98,8 +98,6 @@ def restore_state(model:Letter8, opt:torch.optim.Optimizer, state:dict) -> tuple
     return state['step'], state['epoch'], state['batch']
 
 # %% ../nbs/06_train.ipynb #2c31e360
-def _now_iso(): return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
-
 def resolve_config(cfg:Config, items:Items) -> Config:
     "A copy of `cfg` with the input and CF sizes read from the data, so its hash is final before any checkpoint."
     cfg = override(cfg, {})
@@ -125,7 +123,7 @@ def train_segment(cfg:Config, # the run's config (sizes from the data are filled
                   segment_name:str|None=None, # name in the ledger
                  ) -> SegmentResult:
     "Resume or start the run, train until done, deadline, signal or `max_steps`, commit, and say what happened."
-    t_start, started = time.time(), _now_iso()
+    t_start, started = time.time(), utc_now()
     cfg = resolve_config(cfg, items)
     sched, total_epochs = cfg.schedule, cfg.optim.epochs
     ckpt = Checkpointer(checkpoint_dir, read_roots, keep=sched.keep, config=config_to_dict(cfg), config_hash=config_hash(cfg))
@@ -175,7 +173,7 @@ def train_segment(cfg:Config, # the run's config (sizes from the data are filled
             cycle_start = None if status else cycle_start
     status = status or 'done'
     ckpt.wait()
-    ledger.append(dict(segment=segment_name or f"segment-{len(ledger):03d}", start=started, end=_now_iso(), start_step=resumed or 0,
+    ledger.append(dict(segment=segment_name or f"segment-{len(ledger):03d}", start=started, end=utc_now(), start_step=resumed or 0,
                        end_step=step, steps=steps, stop_reason=status, host=socket.gethostname(), pid=os.getpid()))
     commit(blocking=True)
     if bar: bar.update(force=True, step=step, status=status, committed=f"{ckpt.last_committed.name}")
