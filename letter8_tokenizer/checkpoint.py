@@ -296,7 +296,8 @@ def _clean_leftovers(self:Checkpointer):
         if e.is_dir(follow_symlinks=False): shutil.rmtree(e.path, ignore_errors=True)
         else: Path(e.path).unlink(missing_ok=True)
 
-def utc_now(timespec:str='seconds') -> str:
+def utc_now(timespec:str='seconds' # precision, as `datetime.isoformat` takes it
+           ) -> str:
     "The current UTC time in ISO 8601, for manifests, ledgers and status files."
     return datetime.now(timezone.utc).isoformat(timespec=timespec)
 

@@ -6,11 +6,13 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/model.html.md"""
 
 # %% auto #0
 __all__ = ['mlp', 'sqdist', 'sinkhorn_codes', 'QuantizerLevel', 'level_sizes', 'Letter8', 'cf_alignment_loss', 'group_partner',
-           'diversity_loss', 'compute_losses', 'build_tokenizer', 'encode_latents', 'sample_rows', 'init_codebooks',
-           'refresh_groups', 'make_optimizer', 'train_step', 'encode', 'decode', 'save_tokenizer', 'load_tokenizer']
+           'diversity_loss', 'compute_losses', 'build_tokenizer', 'model_device', 'as_input', 'encode_latents',
+           'sample_rows', 'init_codebooks', 'refresh_groups', 'make_optimizer', 'StepModule', 'train_step',
+           'encode_devices', 'encode', 'decode', 'save_tokenizer', 'load_tokenizer']
 
 # %% ../nbs/03_model.ipynb #938ab096
-import math, json
+import math, json, copy
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import numpy as np
 import torch
@@ -20,6 +22,7 @@ from .config import Config, config_to_dict, config_from_dict
 from .data import Items
 from .kmeans import residual_init, constrained_kmeans, check_points
 from .codes import level_sizes as codes_level_sizes
+from .distributed import Shard, gather_rows
 
 # %% ../nbs/03_model.ipynb #f7fa5da9
 def mlp(dims:list, # layer widths, input first
@@ -61,7 +64,9 @@ class QuantizerLevel(nn.Module):
                  decay:float=0.99, # EMA decay
                  dead_after:int=8, # a code unused in this many consecutive batches is re-seeded (0: never)
                  sinkhorn:bool=False, # balance assignment while training
-                 sinkhorn_eps:float=0.003, sinkhorn_iters:int=50):
+                 sinkhorn_eps:float=0.003, # Sinkhorn entropy (distances scaled to [0, 1])
+                 sinkhorn_iters:int=50, # Sinkhorn iterations
+                ):
         super().__init__()
         if update not in ('ema', 'grad'): raise ValueError(f"quantizer.update={update!r}: use 'ema' or 'grad'.")
         self.k, self.update, self.decay, self.dead_after = k, update, decay, dead_after
@@ -72,20 +77,28 @@ class QuantizerLevel(nn.Module):
         self.register_buffer('idle', torch.zeros(k, dtype=torch.long))
         self.register_buffer('reseeded', torch.zeros((), dtype=torch.long))
 
-    def set_codebook(self, vectors:torch.Tensor, counts:torch.Tensor|None=None):
+    def set_codebook(self,
+                     vectors:torch.Tensor, # [k, dim] new code vectors
+                     counts:torch.Tensor|None=None, # [k] items per code the EMA starts from; None: 1 each
+                    ):
         "Replace the codebook (e.g. from the k-means init); EMA statistics restart from it."
         with torch.no_grad():
+            vectors = vectors.to(self.codebook)
             self.codebook.copy_(vectors)
             self.ema_count.copy_(counts if counts is not None else torch.ones(self.k))
             self.ema_sum.copy_(vectors * self.ema_count[:, None])
 
-    def assign(self, r:torch.Tensor) -> torch.Tensor:
+    def assign(self, r:torch.Tensor # [n, dim] residuals
+              ) -> torch.Tensor:
         "Code of each residual row: nearest, or Sinkhorn-balanced while training."
         dist = sqdist(r.detach(), self.codebook.detach())
         return sinkhorn_codes(dist, self.sinkhorn_eps, self.sinkhorn_iters) if self.sinkhorn and self.training else dist.argmin(1)
 
     @torch.no_grad()
-    def ema_step(self, r:torch.Tensor, codes:torch.Tensor):
+    def ema_step(self,
+                 r:torch.Tensor, # [n, dim] residuals of the batch (under DDP: the global batch)
+                 codes:torch.Tensor, # [n] their codes
+                ):
         "Move codes toward the running mean of their residuals; re-seed the dead ones from `r`."
         counts = torch.bincount(codes, minlength=self.k).to(r.dtype)
         sums = torch.zeros_like(self.ema_sum).index_add_(0, codes, r)
@@ -97,12 +110,13 @@ class QuantizerLevel(nn.Module):
         self.reseed(r)
 
     @torch.no_grad()
-    def reseed(self, r:torch.Tensor):
+    def reseed(self, r:torch.Tensor # [n, dim] residuals to draw new codes from
+              ):
         "Move codes idle for `dead_after` batches onto random residuals of this batch."
         if not self.dead_after: return
         dead = (self.idle >= self.dead_after).nonzero().squeeze(1)
         if not len(dead): return
-        pick = torch.randint(len(r), (len(dead),), device=r.device)
+        pick = torch.randint(len(r), (len(dead),)).to(r.device)  # the CPU generator: the stream every rank shares
         self.codebook[dead] = r[pick]
         self.ema_count[dead] = self.ema_count.mean()
         self.ema_sum[dead] = r[pick] * self.ema_count[dead, None]
@@ -116,7 +130,8 @@ class QuantizerLevel(nn.Module):
         return codes, F.embedding(codes, self.codebook)
 
 # %% ../nbs/03_model.ipynb #70d4a55c
-def level_sizes(cfg:Config) -> list:
+def level_sizes(cfg:Config # the run's config
+               ) -> list:
     "Codes per level, from an int or a list in the config."
     try: return list(codes_level_sizes(cfg.model.levels, cfg.model.codebook_size))
     except ValueError as e: raise ValueError(f"config model.levels / model.codebook_size: {e}") from None
@@ -136,7 +151,8 @@ class Letter8(nn.Module):
         self.cf_proj = nn.Linear(m.cf_dim, m.e_dim, bias=False) if m.cf_dim and m.cf_dim != m.e_dim else None
         self.groups = [None] * len(self.levels)
 
-    def quantize(self, z:torch.Tensor):
+    def quantize(self, z:torch.Tensor # [n, e] encoder outputs
+                ):
         "Codes `[n, L]`, quantised latent `[n, e]`, per-level residuals and code vectors."
         residual, codes, residuals, vectors = z, [], [], []
         for level in self.levels:
@@ -158,15 +174,21 @@ class Letter8(nn.Module):
 def cf_alignment_loss(zq:torch.Tensor, # [n, e] quantised latents (straight-through)
                       cf:torch.Tensor, # [n, e] CF embeddings, already mapped to e dims
                       temperature:float=0.1, # softmax temperature on cosine similarities
+                      shard:Shard|None=None, # under DDP: where these rows sit in the global batch, whose rows are the negatives
                      ) -> torch.Tensor:
     "In-batch InfoNCE: each item's quantised latent must pick out its own CF embedding, and vice versa."
-    logits = F.normalize(zq, dim=1) @ F.normalize(cf, dim=1).T / temperature
-    target = torch.arange(len(zq), device=zq.device)
-    return (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
+    zq, cf = F.normalize(zq, dim=1), F.normalize(cf, dim=1)
+    if shard is None or shard.world == 1:
+        logits = zq @ cf.T / temperature
+        target = torch.arange(len(zq), device=zq.device)
+        return (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
+    all_zq, all_cf = gather_rows(zq, shard, grad=True), gather_rows(cf, shard, grad=True)
+    target = torch.arange(shard.lo, shard.hi, device=zq.device)
+    return (F.cross_entropy(zq @ all_cf.T / temperature, target) + F.cross_entropy(cf @ all_zq.T / temperature, target)) / 2
 
 def group_partner(codes:torch.Tensor, # [n] codes at one level
                   groups:torch.Tensor, # [k] group of each code
-                  generator:torch.Generator|None=None,
+                  generator:torch.Generator|None=None, # CPU generator to draw from; None: torch's default
                  ) -> torch.Tensor:
     "For each item, a random *other* code of its code's group (its own code when the group has one member)."
     order = torch.argsort(groups, stable=True)
@@ -175,7 +197,7 @@ def group_partner(codes:torch.Tensor, # [n] codes at one level
     g = groups[codes]
     pos = torch.argsort(order)[codes] - starts[g]  # the code's own position within its group
     size = sizes[g]
-    draw = (torch.rand(len(codes), generator=generator) * (size - 1).clamp_min(1)).long()
+    draw = (torch.rand(len(codes), generator=generator).to(codes.device) * (size - 1).clamp_min(1)).long()
     draw = draw + (draw >= pos).long() * (size > 1).long()
     return order[starts[g] + draw.clamp_max(size - 1)]
 
@@ -183,19 +205,21 @@ def diversity_loss(zq_level:torch.Tensor, # [n, e] an item's vector at one level
                    codebook:torch.Tensor, # [k, e]
                    codes:torch.Tensor, # [n] the item's codes at that level
                    groups:torch.Tensor, # [k] group of each code
-                   temperature:float=1.0,
+                   temperature:float=1.0, # softmax temperature on negative squared distances
+                   partners:torch.Tensor|None=None, # [n] target codes already drawn (under DDP, from the global batch); None: draw them
                   ) -> torch.Tensor:
     "LETTER's code diversity: cross-entropy of the item's vector against all codes, toward another code of its group."
     logits = -sqdist(zq_level, codebook) / temperature
-    return F.cross_entropy(logits, group_partner(codes, groups))
+    return F.cross_entropy(logits, group_partner(codes, groups) if partners is None else partners)
 
 # %% ../nbs/03_model.ipynb #03ea89ba
-def compute_losses(model:Letter8,
-                   out:dict, # `model(x)`
+def compute_losses(model:Letter8, # the tokenizer
+                   out:dict, # `model(x)`; under DDP also `all_codes`, the global batch's codes
                    x:torch.Tensor, # [n, in_dim] item embeddings
                    cf:torch.Tensor|None=None, # [n, cf_dim] CF embeddings
+                   shard:Shard|None=None, # under DDP: this rank's rows of the global batch
                   ) -> dict:
-    "Every loss term (unweighted) and `total`, the weighted sum."
+    "Every loss term (unweighted) and `total`, the weighted sum; means over this rank's rows."
     w = model.cfg.loss
     L = len(model.levels)
     terms = dict(recon=F.mse_loss(out['recon'], x))
@@ -203,11 +227,12 @@ def compute_losses(model:Letter8,
     terms['commitment'] = sum(F.mse_loss(r, v.detach()) for r, v in zip(out['residuals'], out['vectors'])) / L
     if cf is not None and w.cf:
         cf = model.cf_proj(cf) if model.cf_proj is not None else cf
-        terms['cf'] = cf_alignment_loss(out['zq_st'], cf, w.cf_temperature)
+        terms['cf'] = cf_alignment_loss(out['zq_st'], cf, w.cf_temperature, shard)
     if w.diversity and all(g is not None for g in model.groups):
-        div = 0.
+        div, sharded = 0., shard is not None and shard.world > 1
         for l, (lvl, r, v) in enumerate(zip(model.levels, out['residuals'], out['vectors'])):
-            div = div + diversity_loss(r + (v - r).detach(), lvl.codebook, out['codes'][:, l], model.groups[l], w.diversity_temperature)
+            partners = shard.take(group_partner(out['all_codes'][:, l], model.groups[l])) if sharded else None
+            div = div + diversity_loss(r + (v - r).detach(), lvl.codebook, out['codes'][:, l], model.groups[l], w.diversity_temperature, partners)
         terms['diversity'] = div / L
     weights = dict(recon=w.recon, codebook=w.codebook if model.levels[0].update == 'grad' else 0., commitment=w.commitment, cf=w.cf, diversity=w.diversity)
     terms['total'] = sum(weights[k] * v for k, v in terms.items())
@@ -225,24 +250,41 @@ def build_tokenizer(cfg:Config, # the run's config; in_dim / cf_dim are filled i
     torch.manual_seed(cfg.seed)
     return Letter8(cfg)
 
+def model_device(model:nn.Module # any module with parameters
+                ) -> torch.device:
+    "The device the model's parameters live on."
+    return next(model.parameters()).device
+
+def as_input(x, # array or tensor of rows
+             model:nn.Module, # the model the rows go into
+            ) -> torch.Tensor:
+    "`x` as a float32 tensor on the model's device."
+    return torch.as_tensor(np.asarray(x, np.float32) if not torch.is_tensor(x) else x, dtype=torch.float32, device=model_device(model))
+
 @torch.no_grad()
-def encode_latents(model:Letter8, x:np.ndarray, batch_size:int=8192) -> np.ndarray:
+def encode_latents(model:Letter8, # the tokenizer
+                   x:np.ndarray, # [n, in_dim] rows to encode
+                   batch_size:int=8192, # rows per forward pass
+                  ) -> np.ndarray:
     "Encoder outputs `[n, e]` of the rows of `x`, batched."
     was = model.training; model.eval()
-    out = np.concatenate([model.encoder(torch.as_tensor(np.asarray(x[i:i+batch_size], np.float32))).numpy() for i in range(0, len(x), batch_size)])
+    out = np.concatenate([model.encoder(as_input(x[i:i+batch_size], model)).cpu().numpy() for i in range(0, len(x), batch_size)])
     model.train(was)
     return out
 
-def sample_rows(items:Items, n:int, seed:int=0) -> np.ndarray:
+def sample_rows(items:Items, # the catalog
+                n:int, # rows wanted
+                seed:int=0, # sampling seed
+               ) -> np.ndarray:
     "A sorted random sample of at most `n` row ids."
     rng = np.random.default_rng([seed, 7])
     return np.arange(len(items)) if n >= len(items) else np.sort(rng.choice(len(items), n, replace=False))
 
 @torch.no_grad()
-def init_codebooks(model:Letter8,
+def init_codebooks(model:Letter8, # the tokenizer, freshly built
                    items:Items, # the catalog; a random sample of it is encoded
                    sample:int|None=None, # items to encode; default cfg.quantizer.init_sample
-                   verbose:bool=False,
+                   verbose:bool=False, # print each level's k-means
                   ):
     "LETTER's init: residual constrained k-means over the encoder outputs of a large sample of items."
     cfg = model.cfg
@@ -256,61 +298,107 @@ def init_codebooks(model:Letter8,
     refresh_groups(model)
     return init
 
-def refresh_groups(model:Letter8):
+def refresh_groups(model:Letter8 # the tokenizer; its `groups` are replaced
+                  ):
     "Re-cluster each level's codes into `cfg.loss.diversity_groups` groups (for the diversity loss)."
     g = model.cfg.loss.diversity_groups
     for l, lvl in enumerate(model.levels):
-        C = lvl.codebook.detach().numpy().astype(np.float32)
-        model.groups[l] = torch.as_tensor(constrained_kmeans(C, min(g, lvl.k), seed=model.cfg.seed + l)[1]) if g > 1 else None
+        C, C_dev = lvl.codebook.detach().cpu().numpy().astype(np.float32), lvl.codebook.device
+        model.groups[l] = torch.as_tensor(constrained_kmeans(C, min(g, lvl.k), seed=model.cfg.seed + l)[1], device=C_dev) if g > 1 else None
 
 # %% ../nbs/03_model.ipynb #8c536a42
-def make_optimizer(model:Letter8) -> torch.optim.Optimizer:
+def make_optimizer(model:Letter8 # the tokenizer, already on its device
+                  ) -> torch.optim.Optimizer:
     "AdamW over the trainable parameters, as the config says."
     o = model.cfg.optim
     return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=o.lr, weight_decay=o.weight_decay)
 
-def train_step(model:Letter8,
-               opt:torch.optim.Optimizer,
-               emb:torch.Tensor|np.ndarray, # [n, in_dim] item embeddings of one batch
+class StepModule(nn.Module):
+    "The tokenizer and its losses as one module, so `DistributedDataParallel` sees the whole forward pass."
+    def __init__(self, model:Letter8 # the tokenizer
+                ):
+        super().__init__()
+        self.model, self.shard = model, None
+
+    def forward(self, x:torch.Tensor, # [n, in_dim] this rank's rows
+                cf:torch.Tensor|None=None, # [n, cf_dim] their CF embeddings
+               ) -> tuple[dict, dict]:
+        "`model(x)` (plus `all_codes`, the global batch's codes, under DDP) and the losses."
+        out = self.model(x)
+        if self.shard is not None and self.shard.world > 1: out['all_codes'] = gather_rows(out['codes'], self.shard)
+        return out, compute_losses(self.model, out, x, cf, self.shard)
+
+def train_step(model:Letter8, # the tokenizer
+               opt:torch.optim.Optimizer, # its optimizer
+               emb:torch.Tensor|np.ndarray, # [n, in_dim] item embeddings of one batch (under DDP: this rank's rows)
                cf:torch.Tensor|np.ndarray|None=None, # [n, cf_dim] their CF embeddings
+               shard:Shard|None=None, # under DDP: where these rows sit in the global batch
+               ddp:nn.Module|None=None, # under DDP: `DistributedDataParallel(StepModule(model))`
               ) -> dict:
-    "One optimisation step; returns every loss term as a float."
+    "One optimisation step; returns every loss term as a float (under DDP: this rank's, see `sync_step`)."
     model.train()
-    x = torch.as_tensor(emb, dtype=torch.float32)
-    c = None if cf is None else torch.as_tensor(cf, dtype=torch.float32)
-    out = model(x)
-    losses = compute_losses(model, out, x, c)
+    x, c = as_input(emb, model), None if cf is None else as_input(cf, model)
+    sharded = shard is not None and shard.world > 1
+    if sharded and ddp is None: raise ValueError(f"train_step got a shard of a {shard.world}-rank batch but no ddp module, so gradients would not be averaged: pass ddp=DistributedDataParallel(StepModule(model)).")
+    if ddp is not None:
+        ddp.module.shard = shard
+        out, losses = ddp(x, c)
+    else:
+        out = model(x)
+        if sharded: out['all_codes'] = gather_rows(out['codes'], shard)
+        losses = compute_losses(model, out, x, c, shard)
     opt.zero_grad(set_to_none=True)
-    losses['total'].backward()
+    (losses['total'] * shard.weight if sharded else losses['total']).backward()
     if model.cfg.optim.grad_clip: torch.nn.utils.clip_grad_norm_(model.parameters(), model.cfg.optim.grad_clip)
     opt.step()
-    for lvl, r, c_ in zip(model.levels, out['residuals'], out['codes'].T): lvl.ema_step(r.detach(), c_)
+    if sharded:  # every rank applies the same EMA update and re-seeding, from the global batch
+        residuals, codes = gather_rows(torch.stack(out['residuals'], 1).detach(), shard), out['all_codes']
+        for l, lvl in enumerate(model.levels): lvl.ema_step(residuals[:, l], codes[:, l])
+    else:
+        for lvl, r, c_ in zip(model.levels, out['residuals'], out['codes'].T): lvl.ema_step(r.detach(), c_)
     return {k: float(v.detach()) if torch.is_tensor(v) else float(v) for k, v in losses.items()}
 
 # %% ../nbs/03_model.ipynb #29b71703
+def encode_devices(devices:str|list|None=None, # None: the model's own device; 'all': every visible GPU; or a list
+                   model:nn.Module|None=None, # the model, for its device
+                  ) -> list:
+    "The devices `encode` spreads its batches over."
+    if devices is None: return [model_device(model)]
+    if devices == 'all': return [torch.device('cuda', i) for i in range(torch.cuda.device_count())] or [model_device(model)]
+    if isinstance(devices, (str, torch.device)): return [torch.device(devices)]
+    return [torch.device(d) for d in devices]
+
 @torch.no_grad()
-def encode(model:Letter8,
+def encode(model:Letter8, # the tokenizer
            data:Items|np.ndarray, # an `Items` catalog (streamed) or an array [n, in_dim]
            batch_size:int=8192, # rows per forward pass
+           devices:str|list|None=None, # None: the model's device; 'all': every visible GPU (one model copy each); or a list
           ) -> np.ndarray:
     "Codes `[n, levels]` (int64), nearest code at every level."
     was = model.training; model.eval()
-    def codes_of(x): return model.quantize(model.encoder(torch.as_tensor(np.asarray(x, np.float32))))[0].numpy()
+    devs = encode_devices(devices, model)
+    replicas = [model if d == model_device(model) else copy.deepcopy(model).to(d) for d in devs]
+    def codes_of(m, x): return m.quantize(m.encoder(as_input(x, m)))[0].cpu().numpy()
+    def spans(n): return [(i, min(i + batch_size, n)) for i in range(0, n, batch_size)]
+    def run(x, put):
+        with ThreadPoolExecutor(len(replicas)) as pool:  # batch j goes to device j mod len(devs)
+            list(pool.map(lambda j_span: put(j_span[1], codes_of(replicas[j_span[0] % len(replicas)], x[slice(*j_span[1])])), enumerate(spans(len(x)))))
+    out = np.empty((len(data), len(model.levels)), np.int64)
     if isinstance(data, Items):
-        out = np.empty((len(data), len(model.levels)), np.int64)
         for chunk in data.chunks():
-            for i in range(0, len(chunk.index), batch_size):
-                out[chunk.index[i:i+batch_size]] = codes_of(chunk.emb[i:i+batch_size])
+            def put(span, codes, index=chunk.index): out[index[span[0]:span[1]]] = codes
+            run(chunk.emb, put)
     else:
         x = check_points(data, 'data')
-        out = np.concatenate([codes_of(x[i:i+batch_size]) for i in range(0, len(x), batch_size)]) if len(x) else np.zeros((0, len(model.levels)), np.int64)
+        def put(span, codes): out[span[0]:span[1]] = codes
+        run(x, put)
     model.train(was)
     return out
 
 @torch.no_grad()
-def decode(model:Letter8,
+def decode(model:Letter8, # the tokenizer
            codes:np.ndarray, # [n, levels] codes
-           batch_size:int=8192,
+           batch_size:int=8192, # rows per forward pass
           ) -> np.ndarray:
     "Item embeddings `[n, in_dim]` rebuilt from codes."
     codes = np.asarray(codes)
@@ -319,14 +407,15 @@ def decode(model:Letter8,
     if codes.size and ((codes < 0).any() or (codes >= np.array(ks)).any()): raise ValueError(f"codes out of range: level sizes are {ks}.")
     was = model.training; model.eval()
     def dec(c):
-        c = torch.as_tensor(c, dtype=torch.long)
-        return model.decoder(sum(F.embedding(c[:, l], lvl.codebook) for l, lvl in enumerate(model.levels))).numpy()
+        c = torch.as_tensor(c, dtype=torch.long, device=model_device(model))
+        return model.decoder(sum(F.embedding(c[:, l], lvl.codebook) for l, lvl in enumerate(model.levels))).cpu().numpy()
     out = np.concatenate([dec(codes[i:i+batch_size]) for i in range(0, len(codes), batch_size)])
     model.train(was)
     return out
 
 # %% ../nbs/03_model.ipynb #c33901e5
-def save_tokenizer(model:Letter8, path:str|Path # a folder; created if missing
+def save_tokenizer(model:Letter8, # the tokenizer
+                   path:str|Path, # a folder; created if missing
                   ) -> Path:
     "Write `model.pt` (state dict) and `config.json` to `path`."
     path = Path(path); path.mkdir(parents=True, exist_ok=True)
@@ -334,12 +423,13 @@ def save_tokenizer(model:Letter8, path:str|Path # a folder; created if missing
     (path/'config.json').write_text(json.dumps(config_to_dict(model.cfg), indent=1))
     return path
 
-def load_tokenizer(path:str|Path) -> Letter8:
+def load_tokenizer(path:str|Path # a folder written by `save_tokenizer`
+                  ) -> Letter8:
     "A `Letter8` from a folder written by `save_tokenizer`."
     path = Path(path)
     for f in ('model.pt', 'config.json'):
         if not (path/f).exists(): raise FileNotFoundError(f"{path/f} not found: is {path} a folder written by save_tokenizer?")
     model = Letter8(config_from_dict(json.loads((path/'config.json').read_text())))
-    model.load_state_dict(torch.load(path/'model.pt', weights_only=True))
+    model.load_state_dict(torch.load(path/'model.pt', map_location='cpu', weights_only=True))
     refresh_groups(model) if model.cfg.loss.diversity else None
     return model.eval()
