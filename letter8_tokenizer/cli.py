@@ -19,7 +19,8 @@ from .segments import (run_segments, new_experiment, environment, segment_config
 # %% ../nbs/10_cli.ipynb #0ba2016a
 COMMANDS = {}
 
-def command(f):
+def command(f, # the function that runs the subcommand; its docments become the options
+           ):
     "Register `f` as the subcommand `letter8 <f's name>`."
     COMMANDS[f.__name__.replace('_', '-')] = f
     return f
@@ -105,11 +106,12 @@ def new(name:str, # experiment name (folder, notebook parameter, Kaggle slug)
         username:str=None, # Kaggle user name; default $KAGGLE_USERNAME
         no_gpu:store_true=False, # do not ask Kaggle for a GPU
         catalog_items:int=None, # parameters.yaml: size of the built-in catalog
+        items:str=None, # parameters.yaml: .npy item embeddings as the notebook will see it (on Kaggle under /kaggle/input/)
         config:str=None, # parameters.yaml: config file path as the notebook will see it
         overrides:str=None, # parameters.yaml: JSON dict of dotted config keys
        ):
     "Fork the segment notebook into DEST/NAME, with parameters.yaml and kernel-metadata.json for Kaggle."
-    params = {k: v for k, v in dict(catalog_items=catalog_items, config_path=config, overrides=overrides).items() if v is not None}
+    params = {k: v for k, v in dict(catalog_items=catalog_items, items_path=items, config_path=config, overrides=overrides).items() if v is not None}
     folder = new_experiment(name, dest, username, params, enable_gpu=not no_gpu)
     print(f"created {folder}: {', '.join(sorted(p.name for p in folder.iterdir()))}")
     print(f"run it here:   letter8 run --params {folder/'parameters.yaml'} --out {folder/'runs'}")
@@ -232,6 +234,7 @@ def kaggle(action:str, # env | plan | chain | wheelhouse
            steps_left:int=None, # plan: steps still to train
            quota_left_h:float=None, # plan: accelerator hours left this week (`kaggle quota`)
            dest:str='wheelhouse', # wheelhouse: output folder
+           sources:str=None, # chain: more datasets to mount in every session, comma-separated 'owner/slug' (items, wheels)
            endpoint:str=None, # another API server (a local stand-in); default: Kaggle
            expect_gpu:store_true=False, # env: warn when no GPU is attached
           ):
@@ -254,7 +257,8 @@ def kaggle(action:str, # env | plan | chain | wheelhouse
     meta = json.loads((folder/'kernel-metadata.json').read_text())
     params = yaml.safe_load((folder/'parameters.yaml').read_text()) or {}
     chain = kg.KaggleChain(folder/'chain', folder/meta['code_file'], meta['id'], dataset, experiment=params.pop('experiment', folder.name),
-                           params=params, accelerator=accelerator, endpoint=endpoint)
+                           params=params, accelerator=accelerator, endpoint=endpoint,
+                           dataset_sources=[s.strip() for s in (sources or '').split(',') if s.strip()])
     result = chain.run()
     print(json.dumps(result, indent=1, default=str))
     return 0 if result.get('phase') == 'done' else 1

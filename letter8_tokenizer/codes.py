@@ -407,11 +407,17 @@ class CodeTable:
 
     def __len__(self): return len(self.codes)
     @property
-    def levels(self) -> int: return self.codes.shape[1]
+    def levels(self) -> int:
+        "Number of letters in an ID."
+        return self.codes.shape[1]
     @property
-    def letters(self) -> str: return LETTERS[:self.levels]
+    def letters(self) -> str:
+        "The letters of an ID, 'abcdefgh' for 8 levels."
+        return LETTERS[:self.levels]
     @property
-    def vocab(self) -> TokenVocab: return TokenVocab(self.sizes, self.specials)
+    def vocab(self) -> TokenVocab:
+        "The token vocabulary of these codes (one token per code of each level, plus the special tokens)."
+        return TokenVocab(self.sizes, self.specials)
     def __repr__(self):
         ids = 'row ids' if self.items is None else 'int ids' if self.items.dtype.kind in 'iu' else 'str ids'
         moved = f", {self.report['moved']:,} moved" if self.report else ''

@@ -80,12 +80,12 @@ class ScheduleConfig:
 @dataclass
 class Config:
     "Every hyperparameter of a run."
-    model: ModelConfig = field(default_factory=ModelConfig)
-    quantizer: QuantizerConfig = field(default_factory=QuantizerConfig)
-    loss: LossConfig = field(default_factory=LossConfig)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    data: DataConfig = field(default_factory=DataConfig)
-    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    model: ModelConfig = field(default_factory=ModelConfig) # encoder, codebooks, decoder
+    quantizer: QuantizerConfig = field(default_factory=QuantizerConfig) # codebook init and updates
+    loss: LossConfig = field(default_factory=LossConfig) # loss weights
+    optim: OptimConfig = field(default_factory=OptimConfig) # optimiser, batch size, epochs
+    data: DataConfig = field(default_factory=DataConfig) # how items are read
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig) # checkpoints and logging
     seed: int = 0 # seeds weights, init and data order
 
 # %% ../nbs/02_config.ipynb #18645c5f
@@ -128,7 +128,8 @@ def config_from_dict(d:dict # nested plain data, any subset of the keys
     return _build(Config, d or {})
 
 # %% ../nbs/02_config.ipynb #b0a4b323
-def config_to_dict(cfg:Config) -> dict:
+def config_to_dict(cfg:Config, # the config
+                  ) -> dict:
     "Plain nested data of `cfg`."
     return asdict(cfg)
 
@@ -142,7 +143,8 @@ def load_config(path:str|Path # .yaml, .yml or .json
     try: return config_from_dict(d or {})
     except (KeyError, TypeError) as e: raise type(e)(f"{path}: {e.args[0]}") from None
 
-def save_config(cfg:Config, path:str|Path # .yaml, .yml or .json
+def save_config(cfg:Config, # the config
+                path:str|Path, # .yaml, .yml or .json
                ) -> Path:
     "Write every key of `cfg`."
     path = Path(path)
@@ -165,10 +167,13 @@ def override(cfg:Config, # base config (not modified)
     return config_from_dict(d)
 
 # %% ../nbs/02_config.ipynb #a985765c
-def config_hash(cfg:Config|dict) -> str:
+def config_hash(cfg:Config|dict, # a config, or its `config_to_dict`
+               ) -> str:
     "Stable 16-hex-digit hash of every key and value (the one each checkpoint stores)."
     return hash_config(cfg if isinstance(cfg, dict) else config_to_dict(cfg))
 
-def config_diff(a:Config|dict, b:Config|dict) -> dict:
+def config_diff(a:Config|dict, # a config, or its `config_to_dict`
+                b:Config|dict, # another
+               ) -> dict:
     "`{dotted key: (value in a, value in b)}` for every key that differs."
     return dict_diff(*(x if isinstance(x, dict) else config_to_dict(x) for x in (a, b)))

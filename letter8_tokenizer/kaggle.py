@@ -488,6 +488,7 @@ class KaggleChain:
 
     @property
     def api(self):
+        "The `KaggleApi` client, made (and authenticated) on first use."
         if self._api is None: self._api = kaggle_api(self.endpoint)
         return self._api
 

@@ -25,19 +25,33 @@ class RunPaths:
     "Where the files of one experiment live: `<work_dir>/<experiment>/...`."
     root: Path # the run folder
     @property
-    def checkpoints(self) -> Path: return self.root/'checkpoints'
+    def checkpoints(self) -> Path:
+        "The `Checkpointer` root: step-NNNNNNNNN/ folders."
+        return self.root/'checkpoints'
     @property
-    def status(self) -> Path: return self.root/'status.json'
+    def status(self) -> Path:
+        "What the last segment did: `status.json`."
+        return self.root/'status.json'
     @property
-    def metrics(self) -> Path: return self.root/'metrics.jsonl'
+    def metrics(self) -> Path:
+        "One line per committed step: `metrics.jsonl`."
+        return self.root/'metrics.jsonl'
     @property
-    def catalog(self) -> Path: return self.root/'catalog'
+    def catalog(self) -> Path:
+        "The built-in catalog, when no items are given."
+        return self.root/'catalog'
     @property
-    def codes(self) -> Path: return self.root/'codes'
+    def codes(self) -> Path:
+        "The code table, when the run is done."
+        return self.root/'codes'
     @property
-    def tokenizer(self) -> Path: return self.root/'tokenizer'
+    def tokenizer(self) -> Path:
+        "The trained tokenizer, when the run is done."
+        return self.root/'tokenizer'
     @property
-    def probe(self) -> Path: return self.root/'probe'
+    def probe(self) -> Path:
+        "The probe report, when the run is done."
+        return self.root/'probe'
 
 _NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]*')
 
@@ -228,12 +242,14 @@ class HereKernelManager(AsyncKernelManager):
     log_path:str|None = None
     @property
     def kernel_spec(self):
+        "ipykernel's own spec, for `sys.executable`."
         if self._kernel_spec is None:
             from ipykernel.kernelspec import get_kernel_dict, RESOURCES
             self._kernel_spec = KernelSpec(resource_dir=RESOURCES, **get_kernel_dict())
         return self._kernel_spec
 
     async def start_kernel(self, **kw):
+        "Start the kernel with `extra_env` added, its own output going to `log_path`."
         kw['env'] = {**os.environ, **(kw.get('env') or {}), **{k: str(v) for k, v in self.extra_env.items()}}
         if not self.log_path: return await super().start_kernel(**kw)
         with open(self.log_path, 'ab') as log:  # the child keeps its own copy of the descriptor
@@ -264,7 +280,9 @@ class SegmentRecord:
     error: str|None = None # what failed, if anything
     log: str|None = None # the kernel process's own stdout/stderr
     @property
-    def ok(self) -> bool: return self.stop_reason in ('done', 'deadline', 'signal', 'step_limit')
+    def ok(self) -> bool:
+        "Whether the segment ended the way a segment should (done or stopped in time), not by a failure."
+        return self.stop_reason in ('done', 'deadline', 'signal', 'step_limit')
 
 def committed(roots:list, # checkpoint folders: the working one first, then read-only ones
              ) -> tuple:
@@ -324,7 +342,9 @@ class RunReport:
     seconds: float # wall time
     message: str = '' # one line for people
     @property
-    def done(self) -> bool: return self.status == 'done'
+    def done(self) -> bool:
+        "Whether the run is finished."
+        return self.status == 'done'
 
     def rows(self) -> list[dict]:
         "One row per segment, for `format_table`."
@@ -334,7 +354,8 @@ class RunReport:
 
     def __str__(self): return format_table(self.rows()) + f"\n{self.message}" if self.segments else self.message
 
-def format_table(rows:list[dict]) -> str:
+def format_table(rows:list[dict], # one dict per row, the first one's keys as columns
+                ) -> str:
     "Rows of dicts as an aligned plain-text table."
     if not rows: return '(no rows)'
     cols = list(rows[0])

@@ -1,4 +1,4 @@
-"""The Kaggle chain end to end, against the local stand-in in tests/kaggle_standin.py.
+"""The Kaggle chain end to end, against the local stand-in, `letter8_tokenizer.standin` (nbs/12_standin.ipynb).
 
 Kaggle's servers cannot be reached from here; the chain uses the real `kaggle` client, pointed at a stand-in
 on 127.0.0.1 that runs every pushed notebook with papermill in a fake /kaggle layout. Most tests use a tiny
@@ -18,8 +18,7 @@ for _k in [k for k in os.environ if k.startswith('KAGGLE_')]: os.environ.pop(_k)
 import contextlib, io  # noqa: E402
 with contextlib.redirect_stdout(io.StringIO()): import kaggle  # noqa: E402,F401  (prints auth help when no creds)
 
-sys.path.insert(0, str(Path(__file__).parent))
-from kaggle_standin import KaggleStandin  # noqa: E402
+from letter8_tokenizer.standin import KaggleStandin  # noqa: E402
 from letter8_tokenizer.kaggle import (KaggleAuthError, KaggleChain, KaggleKernelError, KaggleQuotaExhausted,  # noqa: E402
                                       build_wheelhouse, install_offline, kaggle_api)
 
