@@ -134,7 +134,7 @@ def encode(tokenizer:str, # folder written by save_tokenizer (a run's tokenizer/
         out.parent.mkdir(parents=True, exist_ok=True); np.save(out, codes)
         print(f"wrote {out}: {codes.shape[0]:,} items x {codes.shape[1]} levels (nearest codes; duplicates possible)")
     else:
-        t = CodeTable.build(codes, sizes=level_sizes(model.cfg), residual=last, codebook=model.levels[-1].codebook.detach().numpy())
+        t = CodeTable.build(codes, sizes=level_sizes(model.cfg), residual=last, codebook=model.levels[-1].codebook.detach().cpu().numpy())
         t.save(out)
         print(f"wrote {out}: {t}; {t.report['collision_rate_before']:.2%} of items collided before, {t.report['moved']:,} moved")
 

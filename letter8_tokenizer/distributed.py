@@ -35,7 +35,9 @@ class Shard:
     n:int # rows in the global batch
 
     @property
-    def size(self) -> int: return self.hi - self.lo
+    def size(self) -> int:
+        "Rows in this rank's slice."
+        return self.hi - self.lo
 
     @property
     def weight(self) -> float:

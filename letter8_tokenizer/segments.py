@@ -176,21 +176,25 @@ def load_trained(cfg:Config, # the run's config
     model.load_state_dict(found.state['model']); model.groups = list(found.state['groups'])
     return model.eval()
 
-def encode_run(model, # a trained `Letter8`
+def encode_run(model, # a trained `Letter8`; moved to `device`
                items:Items, # the catalog
                batch_size:int=8192, # rows per forward pass
+               device=None, # where to encode; None: the GPU when CUDA is there, else the CPU
               ) -> tuple:
     "Codes `[n, L]`, latents `[n, e]` and last-level residuals `[n, e]` of every item, streamed in chunks."
     import torch
+    from letter8_tokenizer.distributed import default_device
+    from letter8_tokenizer.model import as_input
+    model.to(device or default_device())
     L, e = len(model.levels), model.cfg.model.e_dim
     codes, z, last = np.empty((len(items), L), np.int64), np.empty((len(items), e), np.float32), np.empty((len(items), e), np.float32)
     with torch.no_grad():
         for chunk in items.chunks():
             for i in range(0, len(chunk.index), batch_size):
                 rows = chunk.index[i:i+batch_size]
-                zz = model.encoder(torch.as_tensor(np.asarray(chunk.emb[i:i+batch_size], np.float32)))
+                zz = model.encoder(as_input(chunk.emb[i:i+batch_size], model))
                 c, _, residuals, _ = model.quantize(zz)
-                codes[rows], z[rows], last[rows] = c.numpy(), zz.numpy(), residuals[-1].numpy()
+                codes[rows], z[rows], last[rows] = c.cpu().numpy(), zz.cpu().numpy(), residuals[-1].cpu().numpy()
     return codes, z, last
 
 def export_run(cfg:Config, # the run's config
@@ -207,13 +211,13 @@ def export_run(cfg:Config, # the run's config
     model = load_trained(cfg, items, run)
     codes, z, last = encode_run(model, items)
     sizes = level_sizes(model.cfg)
-    table = CodeTable.build(codes, sizes=sizes, residual=last, codebook=model.levels[-1].codebook.detach().numpy())
+    table = CodeTable.build(codes, sizes=sizes, residual=last, codebook=model.levels[-1].codebook.detach().cpu().numpy())
     table.save(run.codes); save_tokenizer(model, run.tokenizer)
     out = dict(items=len(items), levels=len(sizes), sizes=sizes, collision_rate_before=table.report['collision_rate_before'],
                moved=table.report['moved'], codes=str(run.codes), tokenizer=str(run.tokenizer))
     if probe_report:
         from letter8_tokenizer.probe import probe, write_report
-        rep = probe(codes, items.emb, labels=items.labels, cf=items.cf, latents=z, codebooks=[l.codebook.detach().numpy() for l in model.levels],
+        rep = probe(codes, items.emb, labels=items.labels, cf=items.cf, latents=z, codebooks=[l.codebook.detach().cpu().numpy() for l in model.levels],
                     level_sizes=sizes, seed=model.cfg.seed, label_names=label_names if items.labels is not None else None)
         write_report(rep, run.probe, title=title or f"letter8 probe: {run.root.name}")
         out.update(probe=str(run.probe/'probe.html'), headline=rep.headline(),

@@ -48,6 +48,7 @@ class Progress:
         self.handle, self.last_print, self.last_draw, self.fields = None, -np.inf, -np.inf, {}
 
     def html(self) -> str:
+        "The panel as HTML: a bar and a table of the fields."
         f = self.fields
         pct = 100 * f.get('step', 0) / max(self.total, 1)
         rows = ''.join(f"<tr><td style='padding-right:1em'>{html.escape(str(k))}</td><td>{html.escape(str(v))}</td></tr>" for k, v in f.items() if k != 'step')
@@ -55,6 +56,7 @@ class Progress:
         return f"<div><b>step {f.get('step', 0):,} / {self.total:,} ({pct:.1f}%)</b>{bar}<table>{rows}</table></div>"
 
     def line(self) -> str:
+        "The fields as one log line."
         f = self.fields
         return f"step {f.get('step', 0):,}/{self.total:,} " + ' '.join(f"{k}={v}" for k, v in f.items() if k != 'step')
 
@@ -90,7 +92,9 @@ class SegmentResult:
     saves: list = field(default_factory=list) # this segment's saves: step, blocking, stall_s (training blocked), commit_s
 
     @property
-    def done(self) -> bool: return self.status == 'done'
+    def done(self) -> bool:
+        "True when the run is complete."
+        return self.status == 'done'
 
 # %% ../nbs/06_train.ipynb #f25c51a9
 def run_state(model:Letter8, # the tokenizer
