@@ -88,11 +88,12 @@ def run(params:str=None, # YAML file of notebook parameters (from `letter8 new`)
         threads:int=0, # torch/OpenMP threads in each kernel; 0: their default
         kill_segment:int=-1, # fault drill: kill this segment (0-based in this call) ...
         kill_after:float=3.0, # ... after this many seconds of training
+        gpus:int=None, # data-parallel ranks per segment under torchrun; unset: one per visible GPU
        ):
     "Run the segment notebook again and again with papermill until the run is done."
     p = _load_params(params)
     flags = dict(experiment=experiment, items_path=items, cf_path=cf, labels_path=labels, catalog_items=catalog_items,
-                 config_path=config, overrides=overrides, resume_from=resume_from)
+                 config_path=config, overrides=overrides, resume_from=resume_from, gpus=gpus)
     p.update({k: v for k, v in flags.items() if v is not None})
     env = {'OMP_NUM_THREADS': threads, 'MKL_NUM_THREADS': threads} if threads else None
     rep = run_segments(notebook, out, p, max_segments=max_segments, segment_budget_s=segment_budget, retries=retries,

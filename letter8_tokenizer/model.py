@@ -373,27 +373,29 @@ def encode(model:Letter8, # the tokenizer
            data:Items|np.ndarray, # an `Items` catalog (streamed) or an array [n, in_dim]
            batch_size:int=8192, # rows per forward pass
            devices:str|list|None=None, # None: the model's device; 'all': every visible GPU (one model copy each); or a list
-          ) -> np.ndarray:
-    "Codes `[n, levels]` (int64), nearest code at every level."
+           latents:bool=False, # also return the encoder outputs and the last level's residuals
+          ) -> np.ndarray|tuple:
+    "Codes `[n, levels]` (int64), nearest code at every level; with `latents`, also `[n, e]` encoder outputs and last-level residuals."
     was = model.training; model.eval()
-    devs = encode_devices(devices, model)
-    replicas = [model if d == model_device(model) else copy.deepcopy(model).to(d) for d in devs]
-    def codes_of(m, x): return m.quantize(m.encoder(as_input(x, m)))[0].cpu().numpy()
-    def spans(n): return [(i, min(i + batch_size, n)) for i in range(0, n, batch_size)]
-    def run(x, put):
-        with ThreadPoolExecutor(len(replicas)) as pool:  # batch j goes to device j mod len(devs)
-            list(pool.map(lambda j_span: put(j_span[1], codes_of(replicas[j_span[0] % len(replicas)], x[slice(*j_span[1])])), enumerate(spans(len(x)))))
-    out = np.empty((len(data), len(model.levels)), np.int64)
+    replicas = [model if d == model_device(model) else copy.deepcopy(model).to(d) for d in encode_devices(devices, model)]
+    n, e = len(data), model.cfg.model.e_dim
+    outs = [np.empty((n, len(model.levels)), np.int64)] + ([np.empty((n, e), np.float32), np.empty((n, e), np.float32)] if latents else [])
+    @torch.no_grad()  # grad mode is per thread: the workers need their own
+    def results(m, x):
+        z = m.encoder(as_input(x, m))
+        codes, _, residuals, _ = m.quantize(z)
+        return [t.cpu().numpy() for t in (codes, z, residuals[-1])[:len(outs)]]
+    def run(x, rows_of):  # device r encodes batches r, r + R, r + 2R, ... of x
+        spans = [(i, min(i + batch_size, len(x))) for i in range(0, len(x), batch_size)]
+        def work(r):
+            for a, b in spans[r::len(replicas)]:
+                for out, res in zip(outs, results(replicas[r], x[a:b])): out[rows_of(a, b)] = res
+        with ThreadPoolExecutor(len(replicas)) as pool: list(pool.map(work, range(len(replicas))))
     if isinstance(data, Items):
-        for chunk in data.chunks():
-            def put(span, codes, index=chunk.index): out[index[span[0]:span[1]]] = codes
-            run(chunk.emb, put)
-    else:
-        x = check_points(data, 'data')
-        def put(span, codes): out[span[0]:span[1]] = codes
-        run(x, put)
+        for chunk in data.chunks(): run(chunk.emb, lambda a, b, index=chunk.index: index[a:b])
+    else: run(check_points(data, 'data'), slice)
     model.train(was)
-    return out
+    return tuple(outs) if latents else outs[0]
 
 @torch.no_grad()
 def decode(model:Letter8, # the tokenizer

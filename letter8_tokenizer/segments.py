@@ -176,26 +176,14 @@ def load_trained(cfg:Config, # the run's config
     model.load_state_dict(found.state['model']); model.groups = list(found.state['groups'])
     return model.eval()
 
-def encode_run(model, # a trained `Letter8`; moved to `device`
+def encode_run(model, # a trained `Letter8`
                items:Items, # the catalog
                batch_size:int=8192, # rows per forward pass
-               device=None, # where to encode; None: the GPU when CUDA is there, else the CPU
+               devices='all', # every visible GPU (the model's device without CUDA), or a list of devices
               ) -> tuple:
     "Codes `[n, L]`, latents `[n, e]` and last-level residuals `[n, e]` of every item, streamed in chunks."
-    import torch
-    from letter8_tokenizer.distributed import default_device
-    from letter8_tokenizer.model import as_input
-    model.to(device or default_device())
-    L, e = len(model.levels), model.cfg.model.e_dim
-    codes, z, last = np.empty((len(items), L), np.int64), np.empty((len(items), e), np.float32), np.empty((len(items), e), np.float32)
-    with torch.no_grad():
-        for chunk in items.chunks():
-            for i in range(0, len(chunk.index), batch_size):
-                rows = chunk.index[i:i+batch_size]
-                zz = model.encoder(as_input(chunk.emb[i:i+batch_size], model))
-                c, _, residuals, _ = model.quantize(zz)
-                codes[rows], z[rows], last[rows] = c.cpu().numpy(), zz.cpu().numpy(), residuals[-1].cpu().numpy()
-    return codes, z, last
+    from letter8_tokenizer.model import encode
+    return encode(model, items, batch_size, devices=devices, latents=True)
 
 def export_run(cfg:Config, # the run's config
                items:Items, # the catalog

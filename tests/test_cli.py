@@ -89,3 +89,14 @@ def test_encode_and_probe(trained):
 def test_run_that_keeps_failing_exits_1(tmp_path):
     rc, out, err = call('run', '--experiment', 'bad', '--items', tmp_path/'missing.npy', '--out', tmp_path, '--retries', 0, '--threads', 1)
     assert rc == 1 and 'failed' in out and 'missing.npy' in out
+
+def test_run_on_two_ranks(tmp_path):
+    "`letter8 run --gpus 2`: the segment notebook trains data-parallel under torchrun (gloo on this CPU machine)."
+    from letter8_tokenizer.checkpoint import Checkpointer
+    rc, out, err = call('run', '--experiment', 'ddp-run', '--catalog-items', 600, '--out', tmp_path, '--gpus', 2, '--threads', 1, '--max-segments', 2)
+    assert rc == 0, out + err
+    run = tmp_path/'ddp-run'
+    assert json.loads((run/'status.json').read_text())['done']
+    assert [s['world_size'] for s in Checkpointer(run/'checkpoints').load().meta['ledger']] == [2]
+    table = CodeTable.load(run/'codes')
+    assert len(table) == 600 and len(np.unique(table.codes, axis=0)) == 600
