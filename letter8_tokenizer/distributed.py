@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 import torch
 import torch.distributed as dist
+from .kmeans import split_rows
 
 # %% ../nbs/11_distributed.ipynb #e8781f37
 def is_distributed() -> bool:
@@ -56,12 +57,10 @@ def shard_rows(n:int, # rows in the global batch
     if not 0 <= rank < world: raise ValueError(f"rank={rank} must be in [0, world={world}).")
     if n < world: raise ValueError(f"a batch of {n} rows cannot be split over {world} ranks: every rank needs a row. "
                                    f"Use a batch size of at least {world}, or set data.drop_last=True to skip a short last batch.")
-    base, extra = divmod(n, world)
-    lo = rank * base + min(rank, extra)
-    return Shard(rank, world, lo, lo + base + (rank < extra), n)
+    return Shard(rank, world, *split_rows(n, world)[rank], n)
 
 # %% ../nbs/11_distributed.ipynb #e6067511
-def _sizes(shard): return [shard_rows(shard.n, r, shard.world).size for r in range(shard.world)]
+def _sizes(shard): return [b - a for a, b in split_rows(shard.n, shard.world)]
 
 def _gather(t, shard):
     sizes = _sizes(shard)

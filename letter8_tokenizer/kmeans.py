@@ -53,10 +53,11 @@ def split_rows(n:int, # rows to split
                parts:int, # at most this many slices
                min_rows:int=1, # no slice smaller than this (fewer slices instead)
               ) -> list:
-    "Contiguous `(start, stop)` slices of `range(n)`, as equal as can be."
+    "Contiguous `(start, stop)` slices of `range(n)`, sizes differing by at most one (the first slices are the larger)."
     parts = max(1, min(parts, n // max(min_rows, 1)))
-    edges = np.linspace(0, n, parts + 1).round().astype(int)
-    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+    base, extra = divmod(n, parts)
+    starts = [i * base + min(i, extra) for i in range(parts + 1)]
+    return list(zip(starts[:-1], starts[1:]))
 
 def knn(queries:np.ndarray, # [nq, d] points to look up
         base:np.ndarray, # [nb, d] points to search among (e.g. centroids)

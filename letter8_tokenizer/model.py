@@ -345,8 +345,7 @@ def train_step(model:Letter8, # the tokenizer
         out, losses = ddp(x, c)
     else:
         out = model(x)
-        if sharded: out['all_codes'] = gather_rows(out['codes'], shard)
-        losses = compute_losses(model, out, x, c, shard)
+        losses = compute_losses(model, out, x, c)
     opt.zero_grad(set_to_none=True)
     (losses['total'] * shard.weight if sharded else losses['total']).backward()
     if model.cfg.optim.grad_clip: torch.nn.utils.clip_grad_norm_(model.parameters(), model.cfg.optim.grad_clip)
