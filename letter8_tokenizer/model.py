@@ -7,11 +7,12 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/model.html.md"""
 # %% auto #0
 __all__ = ['mlp', 'sqdist', 'sinkhorn_codes', 'QuantizerLevel', 'level_sizes', 'Letter8', 'cf_alignment_loss', 'group_partner',
            'diversity_loss', 'compute_losses', 'build_tokenizer', 'model_device', 'as_input', 'encode_latents',
-           'sample_rows', 'init_codebooks', 'refresh_groups', 'make_optimizer', 'StepModule', 'train_step',
-           'encode_devices', 'encode', 'decode', 'save_tokenizer', 'load_tokenizer']
+           'sample_rows', 'init_codebooks', 'canonical_labels', 'bounded_labels', 'balanced_groups', 'refresh_groups',
+           'make_optimizer', 'StepModule', 'train_step', 'encode_devices', 'encode', 'decode', 'save_tokenizer',
+           'load_tokenizer']
 
 # %% ../nbs/03_model.ipynb #938ab096
-import math, json, copy
+import math, json, copy, os, shutil, tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import numpy as np
@@ -20,9 +21,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 from .config import Config, config_to_dict, config_from_dict
 from .data import Items
-from .kmeans import residual_init, constrained_kmeans, check_points
+from .kmeans import residual_init, check_bounds, check_points
 from .codes import level_sizes as codes_level_sizes
 from .distributed import Shard, gather_rows
+from .checkpoint import write_durable, fsync_dir
 
 # %% ../nbs/03_model.ipynb #f7fa5da9
 def mlp(dims:list, # layer widths, input first
@@ -298,13 +300,59 @@ def init_codebooks(model:Letter8, # the tokenizer, freshly built
     refresh_groups(model)
     return init
 
+
+# %% ../nbs/03_model.ipynb #284c5a66
+def _sqdist64(a, b): return ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1)
+
+def canonical_labels(labels:np.ndarray # [k] group id of each code
+                    ) -> np.ndarray:
+    "The same partition, groups numbered 0, 1, ... in the order of their smallest member."
+    _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    return np.argsort(np.argsort(first))[inverse]
+
+# %% ../nbs/03_model.ipynb #a8cf27eb
+def bounded_labels(dist:np.ndarray, # [k, g] distances of each code to each group centre
+                   size_min:int, # every group gets at least this many codes
+                   size_max:int, # and at most this many
+                  ) -> np.ndarray:
+    "Nearest-centre labels `[k]` under size bounds: greedy by distance (ties by index), then the cheapest moves into groups under `size_min`."
+    k, g = dist.shape
+    labels, counts = np.full(k, -1), np.zeros(g, np.int64)
+    for flat in np.argsort(dist, axis=None, kind='stable'):
+        i, j = divmod(int(flat), g)
+        if labels[i] < 0 and counts[j] < size_max: labels[i], counts[j] = j, counts[j] + 1
+    for j in range(g):
+        while counts[j] < size_min:
+            cost = np.where(counts[labels] > size_min, dist[:, j] - dist[np.arange(k), labels], np.inf)
+            i = int(np.argmin(cost)); counts[labels[i]] -= 1; labels[i], counts[j] = j, counts[j] + 1
+    return labels
+
+# %% ../nbs/03_model.ipynb #fe011770
+def balanced_groups(vectors:np.ndarray, # [k, e] code vectors of one level
+                    n_groups:int, # groups wanted (at most k)
+                    seed:int=0, # picks the starting centres
+                    iters:int=25, # Lloyd rounds at most
+                   ) -> np.ndarray:
+    "Group of each code `[k]`: size-bounded k-means (LETTER's bounds), bit-equal for equal input on any CPU and thread count."
+    x = np.asarray(vectors, np.float64)
+    g = min(n_groups, len(x))
+    size_min, size_max = check_bounds(len(x), g)
+    centres = x[np.sort(np.random.default_rng(seed).choice(len(x), g, replace=False))]
+    for _ in range(iters):
+        labels = bounded_labels(_sqdist64(x, centres), size_min, size_max)
+        new = np.stack([x[labels == j].mean(0) if (labels == j).any() else centres[j] for j in range(g)])
+        if np.array_equal(new, centres): break
+        centres = new
+    return canonical_labels(labels)
+
+# %% ../nbs/03_model.ipynb #f3c3d279
 def refresh_groups(model:Letter8 # the tokenizer; its `groups` are replaced
                   ):
-    "Re-cluster each level's codes into `cfg.loss.diversity_groups` groups (for the diversity loss)."
+    "Re-cluster each level's codes into `cfg.loss.diversity_groups` groups (for the diversity loss) with `balanced_groups`."
     g = model.cfg.loss.diversity_groups
     for l, lvl in enumerate(model.levels):
-        C, C_dev = lvl.codebook.detach().cpu().numpy().astype(np.float32), lvl.codebook.device
-        model.groups[l] = torch.as_tensor(constrained_kmeans(C, min(g, lvl.k), seed=model.cfg.seed + l)[1], device=C_dev) if g > 1 else None
+        C = lvl.codebook.detach().cpu().numpy()
+        model.groups[l] = torch.as_tensor(balanced_groups(C, g, seed=model.cfg.seed + l), device=lvl.codebook.device) if g > 1 else None
 
 # %% ../nbs/03_model.ipynb #8c536a42
 def make_optimizer(model:Letter8 # the tokenizer, already on its device
@@ -415,13 +463,25 @@ def decode(model:Letter8, # the tokenizer
     return out
 
 # %% ../nbs/03_model.ipynb #c33901e5
+def _swap_in(tmp:Path, path:Path):
+    "Put the finished folder `tmp` at `path`: readers see the old folder or the new one, never a partial one."
+    fsync_dir(tmp)
+    old = path.with_name(f'.{path.name}.old-{os.getpid()}') if path.exists() else None
+    if old: os.replace(path, old)
+    os.replace(tmp, path); fsync_dir(path.parent)
+    if old: shutil.rmtree(old, ignore_errors=True)
+
 def save_tokenizer(model:Letter8, # the tokenizer
-                   path:str|Path, # a folder; created if missing
+                   path:str|Path, # a folder; replaced whole if it exists
                   ) -> Path:
-    "Write `model.pt` (state dict) and `config.json` to `path`."
-    path = Path(path); path.mkdir(parents=True, exist_ok=True)
-    torch.save(model.state_dict(), path/'model.pt')
-    (path/'config.json').write_text(json.dumps(config_to_dict(model.cfg), indent=1))
+    "Write `model.pt` (state dict) and `config.json` into a temporary folder beside `path`, then swap it in whole."
+    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f'.{path.name}.tmp-', dir=path.parent))
+    try:
+        write_durable(tmp/'model.pt', lambda f: torch.save(model.state_dict(), f))
+        write_durable(tmp/'config.json', lambda f: f.write(json.dumps(config_to_dict(model.cfg), indent=1).encode()))
+        _swap_in(tmp, path)
+    finally: shutil.rmtree(tmp, ignore_errors=True)
     return path
 
 def load_tokenizer(path:str|Path # a folder written by `save_tokenizer`
