@@ -39,6 +39,8 @@ def assert_close_to_single(ref, ckpt_dir):
     for x, y in zip(ha, hb):
         for k in x:
             if k not in ('step', 'epoch'): assert y[k] == pytest.approx(x[k], rel=LOSS_RTOL, abs=1e-6), (x['step'], k, x[k], y[k])
+    # groups are `balanced_groups` of the codebooks: float64 without BLAS, canonical labels, so codebooks equal to
+    # float32 rounding give the same partition whatever the thread count (torchrun gives each rank one thread)
     for g_ref, g in zip(ref.state['groups'], got.state['groups']): assert torch.equal(g_ref.cpu(), g.cpu())
     return got
 
