@@ -1,0 +1,49 @@
+"""CF model: no validation or test interaction reaches SASRec's training rows (on LETTER's Beauty data when it is
+beside the project, and on synthetic users), and a tiny run on synthetic users learns far above chance."""
+from pathlib import Path
+import numpy as np, pytest
+from letter8_tokenizer.sequences import read_inter_json, leave_one_out, synthetic_sequences, from_lists
+from letter8_tokenizer.cf import CFConfig, CFTrainer, train_rows, evaluate_cf
+
+BEAUTY = Path(__file__).resolve().parents[2]/'shared'/'data'/'beauty'/'Beauty.inter.json'
+
+def expected_rows(split, max_len):
+    "Each user's training part (all but the last two items), its last max_len + 1 items, as inputs and targets."
+    xs, ys = [], []
+    for u in range(len(split.inter)):
+        s = split.inter[u]
+        part = s[:-2] if len(s) >= 3 else s
+        part = part[-(max_len + 1):]
+        if len(part) >= 2: xs.append(part[:-1]); ys.append(part[1:])
+    return xs, ys
+
+def assert_rows_are_training_parts(split, max_len):
+    x, y = train_rows(split, max_len)
+    xs, ys = expected_rows(split, max_len)
+    assert len(x) == len(xs)
+    for r, (ex, ey) in enumerate(zip(xs, ys)):
+        np.testing.assert_array_equal(x[r][x[r] > 0] - 1, ex)
+        np.testing.assert_array_equal(y[r][y[r] > 0] - 1, ey)
+
+@pytest.mark.skipif(not BEAUTY.exists(), reason=f'{BEAUTY} not here')
+def test_no_leakage_on_beauty():
+    split = leave_one_out(read_inter_json(BEAUTY))
+    assert_rows_are_training_parts(split, 50)
+    assert_rows_are_training_parts(split, 3)  # truncation keeps the newest training items, never held-out ones
+
+def test_no_leakage_on_synthetic_users():
+    labels = np.random.default_rng(0).integers(0, 5, (200, 2))
+    split = leave_one_out(synthetic_sequences(labels, n_users=300, min_len=2, max_len=12, seed=3))  # some users shorter than 3
+    assert split.short_users > 0
+    assert_rows_are_training_parts(split, 5)
+
+def test_evaluation_inputs_stop_before_the_target():
+    "Validation reads the items before the second to last one; test reads those before the last one."
+    split = leave_one_out(from_lists([[1, 2, 3, 4, 5, 6], [7, 8, 9]], n_items=10))
+    t = CFTrainer(split, CFConfig(dim=8, max_len=4, dropout=0.0, epochs=1), device='cpu')
+    seen, forward = [], t.model.forward
+    t.model.forward = lambda tokens: seen.append(tokens.clone()) or forward(tokens)
+    evaluate_cf(t.model, split, 'valid'); evaluate_cf(t.model, split, 'test')
+    valid, test = (x.tolist() for x in seen)
+    assert valid == [[1 + 1, 2 + 1, 3 + 1, 4 + 1], [0, 0, 0, 7 + 1]]  # tokens are item + 1; 5 and 6, 8 and 9 held out
+    assert test == [[2 + 1, 3 + 1, 4 + 1, 5 + 1], [0, 0, 7 + 1, 8 + 1]]
