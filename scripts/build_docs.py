@@ -4,10 +4,12 @@
   python scripts/build_docs.py 07_probe.ipynb  # only these pages (paths relative to nbs/); the sidebar still lists all
   python scripts/build_docs.py -j 1            # one notebook at a time (default: 2 worker processes)
 
-The published site is built by the GitHub workflow with quarto (AnswerDotAI/workflows `quarto-ghp3`, which runs
-`nbdev-docs` and publishes `_docs/` to gh-pages). Quarto cannot be installed on every machine this project is
-developed on, so this script renders the same pages locally, for reading and for `tests/test_docs.py`, which opens
-each page in headless Chromium. It is a stand-in for quarto's page chrome, not for nbdev's processing:
+The published site is built by the GitHub workflow (.github/workflows/deploy.yaml): it runs this script, so that
+every page is executed (the notebooks are stored without outputs, and quarto renders a notebook without running
+it), then quarto renders the executed pages in `_proc/` and the result goes to gh-pages. Quarto cannot be installed
+on every machine this project is developed on, so this script also renders the pages locally, for reading and for
+`tests/test_docs.py`, which opens each page in headless Chromium. It is a stand-in for quarto's page chrome, not
+for nbdev's processing:
 
 1. Pages: every notebook quarto would render (nbdev's `nbglob` over `nbs/`, recursive, names starting with `_` or
    `.` skipped), named as quarto names them (`output-file` front matter, else the numeric prefix stripped:
@@ -18,9 +20,11 @@ each page in headless Chromium. It is a stand-in for quarto's page chrome, not f
    does (execnb, `IN_TEST=1`, cwd = the notebook's folder, `#| notest` and `#| eval: false` cells and
    `skip_exec` notebooks left out), so tables and plots appear. It runs before `#| hide` removes cells, so hidden
    set-up cells run too. `update_display` replaces the output it updates, as in Jupyter. Each notebook runs in a
-   fresh process. The processed, executed notebooks are written to `_proc/` (as `proc_nbs` does).
+   fresh process. Interpreter reprs in outputs (`__main__.Config`, `<function store_true at 0x..>`) become plain
+   names. The processed, executed notebooks are written to `_proc/` (as `proc_nbs` does).
 3. HTML: markdown with markdown-it-py, code escaped, outputs as Jupyter shows them (HTML, PNG as data URIs,
-   markdown, text, streams, errors); quarto cell options `echo`, `output`, `include`, `code-fold` honoured. Links to
+   markdown, text, streams, errors); pandoc's link attributes (`[source](url){target="_blank"}`) as HTML
+   attributes; quarto cell options `echo`, `output`, `include`, `code-fold` honoured. Links to
    notebooks and to the published site (`doc_host` + `doc_baseurl`, as nbdev's doc links are written) become
    relative links between the local pages. No script or stylesheet is loaded from the network.
 
@@ -103,6 +107,22 @@ def _patch_execnb():
         return res
     S._out_nb = _out_nb
 
+_REPRS = [(re.compile(r'\b__main__\.'), ''),  # classes defined in the executed notebook itself
+          (re.compile(r'<function (\w+) at 0x[0-9a-f]+>'), r'\1'),  # a function used as an annotation (fastcore's store_true)
+          (re.compile(r"<class '([\w.]+)'>"), r'\1')]
+
+def clean_outputs(nb):
+    "Interpreter reprs that mean nothing to a reader (`__main__.Config`, `<function store_true at 0x7f..>`) as plain names."
+    def fix(v):
+        if isinstance(v, list): return [fix(x) for x in v]
+        if not isinstance(v, str): return v
+        for rx, rep in _REPRS: v = rx.sub(rep, v)
+        return v
+    for c in nb.cells:
+        for o in c.get('outputs', []):
+            if 'data' in o: o['data'] = {k: fix(v) if k.startswith('text/') else v for k, v in o['data'].items()}
+            if 'text' in o: o['text'] = fix(o['text'])
+
 def process_notebook(src:str, dst:str) -> dict:
     "Process and execute one notebook (in this process), write it to `dst`; return what happened."
     t0 = time.time()
@@ -121,6 +141,7 @@ def process_notebook(src:str, dst:str) -> dict:
     except Exception as e:
         import traceback; error = f'{type(e).__name__}: {e}'; traceback.print_exc()
     error = error or ex.failed
+    clean_outputs(proc.nb)
     Path(dst).parent.mkdir(parents=True, exist_ok=True)
     write_nb(proc.nb, dst)
     return dict(src=src, dst=dst, error=error, seconds=round(time.time() - t0, 1))
@@ -184,6 +205,16 @@ def slug(text:str) -> str:
     s = re.sub(r'^[^a-z]+', '', s)
     return s or 'section'
 
+_ATTR_LINK = re.compile(r'\[([^\]\n]+)\]\(([^)\s]+)\)\{([^}\n]*)\}')
+_KV = re.compile(r'([A-Za-z][\w-]*)="([^"]*)"')
+
+def attr_links(text:str) -> str:
+    "Pandoc's `[text](url){key=\"value\" ...}` (what nbdev writes for `source` links) as an HTML link with those attributes."
+    def sub(m):
+        attrs = ''.join(f' {k}="{html.escape(v, quote=True)}"' for k, v in _KV.findall(m.group(3)))
+        return f'<a href="{html.escape(m.group(2), quote=True)}"{attrs}>{m.group(1)}</a>'
+    return _ATTR_LINK.sub(sub, text)
+
 class Page:
     "One page: renders markdown with heading ids unique in the page, collects the table of contents."
     def __init__(self):
@@ -193,7 +224,7 @@ class Page:
         while s in self.ids: n += 1; s = f'{base}-{n}'
         self.ids.add(s); return s
     def markdown(self, text:str, toc=True) -> str:
-        toks = self.md.parse(text)
+        toks = self.md.parse(attr_links(text))
         for i, t in enumerate(toks):
             if t.type == 'heading_open':
                 inline = toks[i+1]
