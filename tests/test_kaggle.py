@@ -257,7 +257,7 @@ def test_chain_killed_and_restarted(env, standin, fake_nb, reference):
 
 
 def test_offline_install_from_a_wheel_folder(tmp_path):
-    wheels = build_wheelhouse(tmp_path/'wheels', 'tester/letter8-wheels', project=ROOT, own_wheel_only=True)
+    wheels = build_wheelhouse(tmp_path/'wheels', 'tester/letter8-wheels', project=ROOT, resolve=False)
     assert list(wheels.glob('letter8_tokenizer-*.whl')) and (wheels/'dataset-metadata.json').is_file()
     cmd = install_offline(wheels, extra='cpu', no_deps=True, target=tmp_path/'site')
     assert cmd[3:7] == ['install', '--no-index', '--find-links', str(wheels)] and cmd[-1] == 'letter8-tokenizer[cpu]'
