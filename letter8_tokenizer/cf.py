@@ -7,7 +7,7 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/cf.html.md"""
 # %% auto #0
 __all__ = ['CFConfig', 'SASRec', 'train_rows', 'rank_metrics', 'evaluate_cf', 'CFTrainer', 'fit_cf', 'save_cf']
 
-# %% ../nbs/15_cf.ipynb #da89545e
+# %% ../nbs/15_cf.ipynb #2e06c30c
 import math, time
 from dataclasses import dataclass, asdict
 from pathlib import Path
@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from fastcore.basics import patch
 from .sequences import Interactions, Split, leave_one_out
 
-# %% ../nbs/15_cf.ipynb #19563a44
+# %% ../nbs/15_cf.ipynb #798e3873
 @dataclass
 class CFConfig:
     "SASRec's hyperparameters."
@@ -40,7 +40,7 @@ class CFConfig:
         if not 0 <= self.dropout < 1: raise ValueError(f"CFConfig.dropout={self.dropout} must be in [0, 1).")
         if not self.lr > 0: raise ValueError(f"CFConfig.lr={self.lr} must be > 0.")
 
-# %% ../nbs/15_cf.ipynb #cb98c20e
+# %% ../nbs/15_cf.ipynb #fd926f6a
 class SASRec(nn.Module):
     "Causal self-attention over a user's last items; item embeddings shared by input and output."
     def __init__(self, n_items:int, # catalog size
@@ -73,7 +73,7 @@ class SASRec(nn.Module):
         "The CF table `[n_items, dim]`, row `i` for item `i`."
         return self.items.weight[1:].detach().cpu().float().numpy().copy()
 
-# %% ../nbs/15_cf.ipynb #6488f4cc
+# %% ../nbs/15_cf.ipynb #2dd3ce3e
 def _left_pad(rows, width):
     out = np.zeros((len(rows), width), np.int64)
     for r, s in enumerate(rows):
@@ -90,7 +90,7 @@ def train_rows(split:Split, # leave-one-out split
     keep = [p for p in parts if len(p) >= 2]
     return _left_pad([p[:-1] for p in keep], max_len), _left_pad([p[1:] for p in keep], max_len)
 
-# %% ../nbs/15_cf.ipynb #0937a89d
+# %% ../nbs/15_cf.ipynb #3554714c
 def rank_metrics(ranks:np.ndarray, # 0-based rank of each user's target among all items
                  ks:tuple=(5, 10), # cut-offs
                 ) -> dict:
@@ -103,7 +103,7 @@ def rank_metrics(ranks:np.ndarray, # 0-based rank of each user's target among al
         out[f'ndcg@{k}'] = float((hit / np.log2(ranks + 2)).mean()) if len(ranks) else 0.0
     return out
 
-# %% ../nbs/15_cf.ipynb #34dc6805
+# %% ../nbs/15_cf.ipynb #f7cf7ca7
 @torch.no_grad()
 def evaluate_cf(model:SASRec, # trained model
                 split:Split, # the split
@@ -113,19 +113,20 @@ def evaluate_cf(model:SASRec, # trained model
                ) -> dict:
     "Recall@K and NDCG@K of next-item prediction on the validation or test users, full ranking."
     if which not in ('valid', 'test'): raise ValueError(f"which={which!r}: use 'valid' or 'test'.")
-    rows, items = getattr(split, which), split.inter.items
+    rows, items, ptr = getattr(split, which), split.inter.items, np.asarray(split.inter.indptr)
+    first = ptr[np.searchsorted(ptr, rows[:, 1], side='right') - 1]  # the user's first item: histories up to the model's max_len, not the split's
     was = model.training; model.eval()
-    dev, ranks = next(model.parameters()).device, []
+    dev, ranks, L = next(model.parameters()).device, [], model.cfg.max_len
     for i in range(0, len(rows), batch_size):
         r = rows[i:i + batch_size]
-        hist = _left_pad([np.asarray(items[max(a, e - model.cfg.max_len):e]) for a, e in r], model.cfg.max_len)
+        hist = _left_pad([np.asarray(items[max(a, e - L):e]) for a, e in zip(first[i:i + batch_size], r[:, 1])], L)
         s = model.scores(model(torch.as_tensor(hist, device=dev))[:, -1])
         target = torch.as_tensor(np.asarray(items[r[:, 1]]), device=dev)
         ranks.append((s > s.gather(1, target[:, None])).sum(1).cpu().numpy())
     model.train(was)
     return rank_metrics(np.concatenate(ranks) if ranks else np.zeros(0), ks)
 
-# %% ../nbs/15_cf.ipynb #cf96106b
+# %% ../nbs/15_cf.ipynb #7da269d0
 class CFTrainer:
     "SASRec training state over a split: one `epoch` at a time, validation-based early stopping."
     def __init__(self, split:Split, # leave-one-out split of the interactions
@@ -141,7 +142,7 @@ class CFTrainer:
         self.x, self.y = train_rows(split, self.cfg.max_len)
         self.epoch, self.best, self.best_epoch, self.best_state, self.history = 0, -1.0, -1, None, []
 
-# %% ../nbs/15_cf.ipynb #7729c75d
+# %% ../nbs/15_cf.ipynb #6f69a1aa
 @patch
 def step(self:CFTrainer, idx:np.ndarray # users of the batch (rows of the training arrays)
         ) -> float:
@@ -168,7 +169,7 @@ def epoch_step(self:CFTrainer) -> dict:
     self.history.append(rec)
     return rec
 
-# %% ../nbs/15_cf.ipynb #066d31eb
+# %% ../nbs/15_cf.ipynb #71ed7e66
 def fit_cf(trainer:CFTrainer, # the training state
            progress:bool=True, # one line per epoch
           ) -> dict:
@@ -182,7 +183,7 @@ def fit_cf(trainer:CFTrainer, # the training state
     return dict(best_epoch=trainer.best_epoch, valid=evaluate_cf(trainer.model, trainer.split, 'valid'),
                 test=evaluate_cf(trainer.model, trainer.split, 'test'), history=trainer.history)
 
-# %% ../nbs/15_cf.ipynb #30f9c659
+# %% ../nbs/15_cf.ipynb #d8a51928
 def save_cf(model:SASRec, # trained model
             path:str|Path, # the `.npy` file to write
            ) -> Path:

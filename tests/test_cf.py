@@ -47,3 +47,12 @@ def test_evaluation_inputs_stop_before_the_target():
     valid, test = (x.tolist() for x in seen)
     assert valid == [[1 + 1, 2 + 1, 3 + 1, 4 + 1], [0, 0, 0, 7 + 1]]  # tokens are item + 1; 5 and 6, 8 and 9 held out
     assert test == [[2 + 1, 3 + 1, 4 + 1, 5 + 1], [0, 0, 7 + 1, 8 + 1]]
+
+def test_evaluation_history_is_the_models_not_the_splits():
+    "A split made with short histories still lets SASRec read its own max_len items before the target."
+    split = leave_one_out(from_lists([[1, 2, 3, 4, 5, 6, 7]], n_items=10), max_len=2)
+    t = CFTrainer(split, CFConfig(dim=8, max_len=4, dropout=0.0, epochs=1), device='cpu')
+    seen, forward = [], t.model.forward
+    t.model.forward = lambda tokens: seen.append(tokens.clone()) or forward(tokens)
+    evaluate_cf(t.model, split, 'test')
+    assert seen[0].tolist() == [[3 + 1, 4 + 1, 5 + 1, 6 + 1]]
