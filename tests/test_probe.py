@@ -1,12 +1,15 @@
-"Small, hand-checkable tests of letter8_tokenizer.probe: each statistic, the baselines, and the report files."
+"Small, hand-checkable tests of letter8_tokenizer.probe: each statistic, the baselines, the verdict, and the report files."
 import json, re
 import numpy as np
 import pytest
 
-from letter8_tokenizer.probe import (check_codes, perplexity, code_usage, prefix_ids, collisions, collision_buckets,
+from letter8_tokenizer.codes import check_codes
+from letter8_tokenizer.kmeans import residual_init
+from letter8_tokenizer.probe import (perplexity, code_usage, prefix_ids, collisions, collision_buckets,
                                      reconstruction, split_items, shuffle_codes, prefix_features, prefix_probe,
                                      majority_accuracy, neighbour_ratio, nearest, probe, compare, write_report,
-                                     explore, code_items)
+                                     explore, code_items, judge, gains, relative_spread, item_variance,
+                                     mean_reconstruction_mse, item_mse, VERDICTS)
 
 # six items, three levels: a = 0 0 0 1 1 1; items 3 and 4 share all letters
 CODES = np.array([[0, 0, 0], [0, 0, 1], [0, 1, 0], [1, 2, 0], [1, 2, 0], [1, 3, 2]])
@@ -108,7 +111,9 @@ def test_bad_input_names_the_fix():
     with pytest.raises(ValueError, match="astype\\('int64'\\)"): probe(CODES, emb, labels=np.zeros(6))
     with pytest.raises(ValueError, match='both latents and codebooks'): probe(CODES, emb, latents=emb)
     with pytest.raises(ValueError, match='2-D'): check_codes(CODES[:, 0])
-    with pytest.raises(ValueError, match='level_sizes'): code_usage(CODES, level_sizes=[2, 2, 4])
+    with pytest.raises(ValueError, match='level b has 2 codes'): code_usage(CODES, level_sizes=[2, 2, 4])
+    with pytest.raises(ValueError, match='init_codes has shape'): probe(CODES, emb, init_codes=CODES[:, :2])
+    with pytest.raises(ValueError, match='latent_spread'): probe(CODES, emb, latent_spread=-1.0)
 
 
 @pytest.fixture(scope='module')
@@ -156,3 +161,116 @@ def test_write_report_files(small_report, tmp_path):
     assert 'href=' not in page
     data = json.loads(out['json'].read_text())
     assert data['meta']['items'] == 200 and len(data['probes']) == 2 * 3 and data['probes'][0]['accuracy'] == 1.0
+
+
+# ---- the verdict: trained codes against the init codes and random codes, in the same run ----
+
+def _catalog(n=600, seed=0):
+    "Items in 6 well-separated groups of 4 subgroups: k-means codes find them, shuffled codes cannot."
+    rng = np.random.default_rng(seed)
+    top = rng.integers(0, 6, n)
+    sub = top * 4 + rng.integers(0, 4, n)
+    centres, subc = rng.normal(size=(6, 16)) * 6, rng.normal(size=(24, 16)) * 2
+    emb = (centres[top] + subc[sub] + rng.normal(0, .5, (n, 16))).astype(np.float32)
+    return emb, np.stack([top, sub], 1)
+
+
+@pytest.fixture(scope='module')
+def cat():
+    emb, labels = _catalog()
+    init = residual_init(emb, levels=3, k=[6, 4, 8], gpu=False, seed=0)
+    return emb, labels, init
+
+
+def test_init_codes_computed_and_compared(cat):
+    emb, labels, init = cat
+    rep = probe(init.codes, emb, labels=labels, raw_probe=False, pairs=2000)  # init computed here, same sizes and seed
+    assert rep.meta['init'].startswith('residual_init on emb') and rep.data['init'].shape == init.codes.shape
+    assert {'init', 'random'} <= set(rep.probes[0]) and {'init', 'random'} <= set(rep.neighbours[0])
+    assert rep.probes[0]['init'] > rep.probes[0]['random'] + 0.3  # k-means finds the 6 groups; shuffled codes do not
+    assert rep.verdict in VERDICTS
+
+
+def test_four_verdicts(cat):
+    emb, labels, init = cat
+    kw = dict(labels=labels, raw_probe=False, pairs=2000)
+    assert probe(init.codes, emb, compare_init=False, **kw).verdict == 'ok'  # beats random codes; no init compared
+    assert probe(init.codes, emb, init_codes=init.codes, **kw).verdict == 'no better than init'  # it IS the init
+    shuffled = probe(np.random.default_rng(1).permutation(init.codes), emb, init_codes=init.codes, **kw)
+    assert shuffled.verdict == 'no better than random' and 'random codes' in shuffled.headline()
+    assert probe(init.codes, emb, compare_init=False, latent_spread=1e-4, **kw).verdict == 'collapsed'
+    one_id = probe(np.zeros_like(init.codes), emb, init_codes=init.codes, **kw)  # every item gets the same letters
+    assert one_id.verdict == 'collapsed' and 'no information' in one_id.headline()
+
+
+def test_codes_better_than_init_read_ok(cat):
+    "Codes that know the groups beat a deliberately poor init (k-means on one noise dimension) and random codes."
+    emb, labels, init = cat
+    poor = residual_init(np.random.default_rng(5).normal(size=(len(emb), 1)).astype(np.float32), levels=3, k=[6, 4, 8], gpu=False).codes
+    oracle = np.stack([labels[:, 0], labels[:, 1] % 4, init.codes[:, 2]], 1)
+    rep = probe(oracle, emb, labels=labels, init_codes=poor, raw_probe=False, pairs=2000)
+    assert rep.verdict == 'ok', rep.headline()
+    assert rep.judgement['status']['init'] == dict(probes='better', neighbours='better')
+
+
+def test_latent_spread_from_latents_is_scale_free(cat):
+    emb, labels, init = cat
+    pt = np.random.default_rng(0).normal(size=(1, 16))
+    collapsed = (pt + 1e-4 * np.random.default_rng(1).normal(size=emb.shape)).astype(np.float32)
+    books = [np.zeros((k, 16), np.float32) for k in (6, 4, 8)]
+    for scale in (1e-3, 1.0, 1e3):
+        rep = probe(init.codes, emb, labels=labels, latents=collapsed * scale, codebooks=books, compare_init=False, raw_probe=False, pairs=500)
+        assert rep.meta['latent_spread'] < 1e-3 and rep.verdict == 'collapsed' and 'encoder collapsed' in rep.headline()
+    assert relative_spread(emb * 1e3) == pytest.approx(relative_spread(emb), rel=1e-9)
+
+
+def test_judge_uses_margins_not_rounding():
+    def rows(t, i, r, ratio):
+        return [dict(statistic='probe y', at='a', better='higher', decides=True, trained=t, init=i, random=r),
+                dict(statistic='neighbour ratio', at='a', better='lower', decides=True, trained=ratio[0], init=ratio[1], random=ratio[2])]
+    # differences well inside the margins are ties, whatever the last bits are
+    tie = rows(0.50 + 1e-12, 0.50, 0.20, (0.80, 0.80 + 1e-12, 1.0))
+    assert judge(tie)['verdict'] == 'no better than init' and judge(tie)['status']['init'] == dict(probes='level', neighbours='level')
+    assert judge(rows(0.60, 0.50, 0.20, (0.70, 0.80, 1.0)))['verdict'] == 'ok'
+    assert judge(rows(0.60, 0.50, 0.20, (0.70, 0.80, 1.0)), probe_margin=0.2)['verdict'] == 'ok'  # probes tie, neighbours still better
+    assert judge(rows(0.60, 0.50, 0.20, (0.70, 0.80, 1.0)), probe_margin=0.2, ratio_margin=0.2)['verdict'] == 'no better than init'  # both tie
+    assert judge(rows(0.21, 0.50, 0.20, (0.99, 0.80, 1.0)))['verdict'] == 'no better than random'
+    assert gains(rows(0.6, 0.5, 0.2, (0.7, 0.8, 1.0)), 'random') == pytest.approx(dict(probes=0.4, neighbours=0.3))
+    assert judge(rows(0.6, 0.5, 0.2, (0.7, 0.8, 1.0)), latent_spread=0.005)['verdict'] == 'collapsed'
+
+
+def test_reconstruction_in_the_input_space(cat):
+    emb, labels, init = cat
+    assert item_mse(emb, emb + 0.5) == pytest.approx(0.25)
+    # the code-means decoder of one level is the within-cluster variance; of unique codes, exact
+    one = init.codes[:, :1]
+    within = np.mean([((emb[one[:, 0] == c] - emb[one[:, 0] == c].mean(0)) ** 2).sum() for c in range(6)]) * 6 / emb.size
+    assert mean_reconstruction_mse(emb, one) == pytest.approx(within, rel=1e-9)
+    assert mean_reconstruction_mse(emb, np.arange(len(emb))[:, None]) == pytest.approx(0, abs=1e-12)
+    # a tokenizer's reconstruction, as an array or as a function of the codes, lands in the comparison table
+    rec = emb + 0.1
+    a = probe(init.codes, emb, init_codes=init.codes, recon=rec, pairs=500)
+    b = probe(init.codes, emb, init_codes=init.codes, recon=lambda c: rec[:len(c)] if len(c) == len(rec) else None, pairs=500)
+    row = {(r['statistic'], r['at']): r for r in a.comparison}[('reconstruction MSE', 'tokenizer')]
+    assert row['trained'] == pytest.approx(0.01) and row['init'] == pytest.approx(mean_reconstruction_mse(emb, init.codes))
+    assert b.comparison == a.comparison
+    assert a.meta['item_variance'] == pytest.approx(item_variance(emb)) and item_variance(emb) > row['init']
+    # without recon, a decoder passed as `decode` gives the tokenizer's row (here the identity on the summed code vectors)
+    d = probe(init.codes, emb, init_codes=init.codes, latents=emb, codebooks=init.codebooks, decode=lambda z, depth: z, pairs=500)
+    drow = {(r['statistic'], r['at']): r for r in d.comparison}[('reconstruction MSE', 'tokenizer')]
+    assert drow['trained'] == pytest.approx(d.reconstruction[-1]['mse'])
+
+
+def test_verdict_in_json_html_and_plot(cat, tmp_path):
+    emb, labels, init = cat
+    rep = probe(np.random.default_rng(1).permutation(init.codes), emb, labels=labels, init_codes=init.codes, raw_probe=False, pairs=500)
+    out = write_report(rep, tmp_path/'r')
+    data = json.loads(out['json'].read_text())
+    assert data['verdict'] == 'no better than random' and data['judgement']['advice']
+    assert {r['statistic'] for r in data['comparison']} >= {'probe label0', 'neighbour ratio', 'codes used / size', 'perplexity / size',
+                                                           'colliding before resolution', 'reconstruction MSE'}
+    page = out['html'].read_text()
+    assert page.index('class="verdict"') < page.index('<img') and '#cb181d' in page and 'Try:' in page
+    fig = rep.plot(('probes',))
+    assert fig._suptitle.get_text() == 'verdict: no better than random'
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][:4] == ['chance', 'trained', 'init', 'random']
