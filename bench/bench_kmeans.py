@@ -2,6 +2,12 @@
 
   python bench/bench_kmeans.py            # full: 3 seeds at n=20k (k-means-constrained takes ~1 min a seed), 1M, residual init
   python bench/bench_kmeans.py --quick    # 1 seed, smaller large-n case
+  python bench/bench_kmeans.py --seeds 3 --skip-large --threads 1   # only the n=20k ratios, every method on one thread
+
+At n=20k there are two inputs: a Gaussian mixture and, when /work/cache/wordnet-20k/items.npy exists (WordNet noun
+glosses through MiniLM, 384-d), those real embeddings under a fixed random projection to 32-d, the size of
+LETTER's encoder output. Per seed the three methods run back to back (ours, faiss, k-means-constrained), so a
+busy machine slows all of them alike; times are medians over seeds, inertias means.
 
 Prints a table of ratios and writes bench/results/kmeans.json.
 """
@@ -45,46 +51,89 @@ def table(rows, cols):
     line = lambda vals: '  '.join(str(v).rjust(n) for v, n in zip(vals, w))
     return '\n'.join([line(cols), line(['-'*n for n in w])] + [line([r[c] for c in cols]) for r in rows])
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument('--quick', action='store_true', help='one seed, 200k instead of 1M')
-    p.add_argument('--out', default=str(Path(__file__).parent/'results'/'kmeans.json'))
-    a = p.parse_args()
-    seeds = [0] if a.quick else [0, 1, 2]
-    k, d, res = 256, 32, {}
+WORDNET = Path('/work/cache/wordnet-20k/items.npy')
 
-    # 1. n=20,000 against k-means-constrained (LETTER's peer) and unconstrained faiss
-    n = 20_000; x = gaussian_mixture(n, d); lo, hi = letter_bounds(n, k)
-    runs = {'letter8 constrained_kmeans': [], 'k-means-constrained': [], 'faiss.Kmeans (unconstrained)': []}
+def project32(w):
+    "Rows of `w` under a fixed Gaussian random projection to 32-d (seed 0), the size of LETTER's encoder output."
+    return w @ np.random.default_rng(0).normal(0, 1 / np.sqrt(32), (w.shape[1], 32)).astype(np.float32)
+
+def datasets(n, real=WORDNET):
+    "The n=20k inputs: a Gaussian mixture, and real sentence embeddings projected to 32-d when the file exists."
+    out = {'gaussian mixture (512 centres, d=32)': gaussian_mixture(n, 32)}
+    real = Path(real)
+    if real.exists():
+        w = np.load(real)[:n].astype(np.float32)
+        out[f'{real.parent.name}/{real.name} ({len(w):,} x {w.shape[1]}' + (', random projection to 32-d)' if w.shape[1] > 32 else ')')] = project32(w) if w.shape[1] > 32 else w
+    else: print(f'({real} not built: real-embedding case skipped)')
+    return out
+
+def compare(x, k, seeds, kmc_seeds=None):
+    "letter8, faiss and k-means-constrained on the same data, interleaved per seed; rows of medians."
+    n = len(x); lo, hi = letter_bounds(n, k)
+    try: import k_means_constrained  # noqa: F401
+    except ImportError: kmc = False; print('k-means-constrained not installed: its column is skipped')
+    else: kmc = kmc_seeds is None or kmc_seeds > 0
+    runs = {'letter8 constrained_kmeans': [], 'faiss.Kmeans (unconstrained)': [], **({'k-means-constrained': []} if kmc else {})}
     for s in seeds:
         runs['letter8 constrained_kmeans'].append(run_ours(x, k, s))
         runs['faiss.Kmeans (unconstrained)'].append(run_faiss(x, k, s))
-        runs['k-means-constrained'].append(run_kmc(x, k, s, lo, hi))
-    ours_t = np.mean([r['time'] for r in runs['letter8 constrained_kmeans']])
-    kmc_i = np.mean([r['inertia'] for r in runs['k-means-constrained']])
+        if kmc and (kmc_seeds is None or s < kmc_seeds): runs['k-means-constrained'].append(run_kmc(x, k, s, lo, hi))
+    med = {m: float(np.median([r['time'] for r in rs])) for m, rs in runs.items()}
+    nk = len(runs['k-means-constrained']) if kmc else len(seeds)  # inertias compared over the seeds every method ran
+    mean_i = {m: float(np.mean([r['inertia'] for r in rs[:nk]])) for m, rs in runs.items()}
+    ref_i = mean_i['k-means-constrained' if kmc else 'letter8 constrained_kmeans']
     rows = []
     for name, rs in runs.items():
-        t, i = np.mean([r['time'] for r in rs]), np.mean([r['inertia'] for r in rs])
         ok = all(sizes_ok(r['labels'], k, lo, hi)[0] for r in rs)
-        rows.append(dict(method=name, seconds=f'{t:.3f}', time_vs_ours=f'{t/ours_t:.1f}x', inertia=f'{i:.6g}',
-                         inertia_vs_kmc=f'{i/kmc_i:.4f}', bounds_exact='yes' if ok else 'no',
+        rows.append(dict(method=name, median_s=f'{med[name]:.3f}', time_vs_ours=f"{med[name]/med['letter8 constrained_kmeans']:.2f}x",
+                         inertia=f'{mean_i[name]:.6g}', inertia_vs_kmc=f'{mean_i[name]/ref_i:.4f}' if kmc else '-', bounds_exact='yes' if ok else 'no',
                          sizes='%d..%d' % (min(sizes_ok(r['labels'], k, lo, hi)[1] for r in rs), max(sizes_ok(r['labels'], k, lo, hi)[2] for r in rs))))
-    print(f"\n## n={n:,}, d={d}, k={k}, bounds [{lo}, {hi}], seeds {seeds} (mean over seeds)\n")
-    print(table(rows, ['method', 'seconds', 'time_vs_ours', 'inertia', 'inertia_vs_kmc', 'bounds_exact', 'sizes']))
-    res['n20k'] = dict(n=n, d=d, k=k, size_min=lo, size_max=hi, seeds=seeds, rows=rows,
-                       per_seed={m: [dict(time=r['time'], inertia=r['inertia']) for r in rs] for m, rs in runs.items()})
+    goals = {'ours / faiss time (goal <= 2)': med['letter8 constrained_kmeans'] / med['faiss.Kmeans (unconstrained)']}
+    if kmc: goals.update({'k-means-constrained / ours time (goal >= 100)': med['k-means-constrained'] / med['letter8 constrained_kmeans'],
+                          'ours / k-means-constrained inertia (goal <= 1)': mean_i['letter8 constrained_kmeans'] / mean_i['k-means-constrained']})
+    return dict(n=n, d=x.shape[1], k=k, size_min=lo, size_max=hi, seeds=list(seeds), rows=rows, goals=goals,
+                per_seed={m: [dict(time=r['time'], inertia=r['inertia']) for r in rs] for m, rs in runs.items()})
 
-    # 2. a million points
-    n = 200_000 if a.quick else 1_000_000; x = gaussian_mixture(n, d, seed=1); lo, hi = letter_bounds(n, k)
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument('--quick', action='store_true', help='one seed, 200k instead of 1M')
+    p.add_argument('--seeds', type=int, default=None, help='seeds at n=20k (default 3, --quick 1)')
+    p.add_argument('--threads', type=int, default=None, help="faiss OpenMP threads for every method (default: faiss's)")
+    p.add_argument('--kmc-seeds', type=int, default=None, help='run k-means-constrained (about a minute each) on the first this many seeds only')
+    p.add_argument('--real', default=str(WORDNET), help='real embeddings (.npy); projected to 32-d when wider')
+    p.add_argument('--skip-large', action='store_true', help='only the n=20k comparison')
+    p.add_argument('--out', default=str(Path(__file__).parent/'results'/'kmeans.json'))
+    a = p.parse_args()
+    if a.threads: faiss.omp_set_num_threads(a.threads)
+    seeds = list(range(a.seeds or (1 if a.quick else 3)))
+    k, d, res = 256, 32, dict(load_before=os.getloadavg())
+    print(f'faiss threads {faiss.omp_get_max_threads()}, load average {res["load_before"]}')
+
+    # 1. n=20,000 against k-means-constrained (LETTER's peer) and unconstrained faiss, each dataset
+    res['n20k'] = {}
+    for name, x in datasets(20_000, a.real).items():
+        r = res['n20k'][name] = compare(x, k, seeds, a.kmc_seeds)
+        print(f"\n## {name}: n={r['n']:,}, k={k}, bounds [{r['size_min']}, {r['size_max']}], seeds {seeds} (median time; mean inertia over the seeds k-means-constrained ran)\n")
+        print(table(r['rows'], ['method', 'median_s', 'time_vs_ours', 'inertia', 'inertia_vs_kmc', 'bounds_exact', 'sizes']))
+        print('\n'.join(f'{g}: {v:.3f}' for g, v in r['goals'].items()))
+    if not a.skip_large: large(res, a.quick, k, d)
+    res['load_after'] = os.getloadavg()
+    res['machine'] = dict(cpus=os.cpu_count(), faiss_threads=faiss.omp_get_max_threads(), faiss=faiss.__version__,
+                          numpy=np.__version__, python=platform.python_version(), processor=platform.processor() or platform.machine())
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(res, indent=1, default=float))
+    print(f"\nload average before {res['load_before']}, after {res['load_after']}\nwrote {a.out}")
+
+def large(res, quick, k, d):
+    "A million points (200k with --quick), and the 8-level residual init on 100k."
+    n = 200_000 if quick else 1_000_000; x = gaussian_mixture(n, d, seed=1); lo, hi = letter_bounds(n, k)
     ours, faiss_r = run_ours(x, k, 0), run_faiss(x, k, 0)
     ok, smin, smax = sizes_ok(ours['labels'], k, lo, hi)
     rows = [dict(method='letter8 constrained_kmeans', seconds=f"{ours['time']:.2f}", inertia=f"{ours['inertia']:.6g}", bounds_exact='yes' if ok else 'no', sizes=f'{smin}..{smax}'),
             dict(method='faiss.Kmeans (unconstrained)', seconds=f"{faiss_r['time']:.2f}", inertia=f"{faiss_r['inertia']:.6g}",
                  bounds_exact='yes' if sizes_ok(faiss_r['labels'], k, lo, hi)[0] else 'no', sizes='%d..%d' % sizes_ok(faiss_r['labels'], k, lo, hi)[1:])]
     print(f"\n## n={n:,}, d={d}, k={k}, bounds [{lo}, {hi}]\n"); print(table(rows, ['method', 'seconds', 'inertia', 'bounds_exact', 'sizes']))
-    res['large'] = dict(n=n, size_min=lo, size_max=hi, rows=rows)
-
-    # 3. residual init, 8 levels x 256 codes on 100k x 32
+    res['large'] = dict(n=n, size_min=lo, size_max=hi, rows=rows, goal_1M_le_60s=ours['time'])
     x = gaussian_mixture(100_000, d, seed=2)
     init, t = timed(lambda: residual_init(x, levels=8, k=256))
     lo, hi = letter_bounds(len(x), 256)
@@ -92,19 +141,5 @@ def main():
     print(f"\n## residual_init 8x256 on {len(x):,} x {d}: {t:.2f} s, bounds exact at every level: {ok}")
     print('residual norm after each level: ' + ' '.join(f'{v:.3f}' for v in init.residual_norms))
     res['residual_init'] = dict(n=len(x), d=d, levels=8, k=256, seconds=t, bounds_exact=ok, residual_norms=init.residual_norms.tolist())
-
-    r20 = res['n20k']['per_seed']
-    t_ours = np.mean([r['time'] for r in r20['letter8 constrained_kmeans']])
-    goals = {'>=100x faster than k-means-constrained': float(np.mean([r['time'] for r in r20['k-means-constrained']]) / t_ours),
-             'inertia <= k-means-constrained (ratio)': float(np.mean([r['inertia'] for r in r20['letter8 constrained_kmeans']]) / kmc_i),
-             '<=2x unconstrained faiss time (ratio)': float(t_ours / np.mean([r['time'] for r in r20['faiss.Kmeans (unconstrained)']])),
-             '1M points <=60 s': ours['time'], 'residual_init 100k <=15 s': t}
-    print('\n## goals\n' + '\n'.join(f'{k_}: {v:.3f}' for k_, v in goals.items()))
-    res['goals'] = goals
-    res['machine'] = dict(cpus=os.cpu_count(), faiss_threads=faiss.omp_get_max_threads(), faiss=faiss.__version__,
-                          numpy=np.__version__, python=platform.python_version(), processor=platform.processor() or platform.machine())
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(res, indent=1, default=float))
-    print(f'\nwrote {a.out}')
 
 if __name__ == '__main__': main()

@@ -6,14 +6,15 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/kmeans.html.md"""
 
 # %% auto #0
 __all__ = ['import_faiss', 'faiss_gpus', 'use_gpu', 'gpu_resources', 'split_rows', 'knn', 'check_points', 'letter_bounds',
-           'check_bounds', 'rank_within', 'accept_moves', 'balanced_assign', 'kmeans_plusplus', 'centroid_means',
-           'inertia', 'constrained_kmeans', 'ResidualInit', 'residual_init']
+           'check_bounds', 'rank_within', 'accept_moves', 'nearest_among', 'balanced_assign', 'kmeans_plusplus',
+           'centroid_means', 'inertia', 'kmeans_parallel', 'constrained_kmeans', 'ResidualInit', 'residual_init']
 
 # %% ../nbs/01_kmeans.ipynb #5df0dde2
 from concurrent.futures import ThreadPoolExecutor
 import math
 import numpy as np
 import scipy.sparse
+from threadpoolctl import threadpool_limits
 
 # %% ../nbs/01_kmeans.ipynb #5103bea3
 def import_faiss():
@@ -59,18 +60,25 @@ def split_rows(n:int, # rows to split
     starts = [i * base + min(i, extra) for i in range(parts + 1)]
     return list(zip(starts[:-1], starts[1:]))
 
+# %% ../nbs/01_kmeans.ipynb #98159800
 def knn(queries:np.ndarray, # [nq, d] points to look up
         base:np.ndarray, # [nb, d] points to search among (e.g. centroids)
         k:int=1, # neighbours per query
         gpu:bool|None=None, # see `use_gpu`
         min_rows_per_gpu:int=65_536, # queries below this many per GPU use fewer GPUs
+        serial_below:int=1 << 21, # CPU searches of fewer query-base pairs than this run on one thread
        ) -> tuple[np.ndarray, np.ndarray]:
     "Squared L2 distances `[nq, k]` and row ids `[nq, k]` of the `k` nearest `base` rows of each query."
     faiss = import_faiss()
     q = np.ascontiguousarray(queries, dtype=np.float32)
     b = np.ascontiguousarray(base, dtype=np.float32)
     k = min(k, len(b))
-    if not use_gpu(gpu): return faiss.knn(q, b, k)
+    if not use_gpu(gpu):
+        if len(q) * len(b) >= serial_below: return faiss.knn(q, b, k)
+        threads = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(1)
+        try: return faiss.knn(q, b, k)
+        finally: faiss.omp_set_num_threads(threads)
     spans = split_rows(len(q), faiss_gpus(), min_rows_per_gpu)
     def search(dev_span):
         dev, (start, stop) = dev_span
@@ -140,36 +148,61 @@ def accept_moves(src:np.ndarray, # source cluster of each proposed move, best mo
     ok = np.flatnonzero(rank_within(src) < give[src])
     return ok[rank_within(dst[ok]) < take[dst[ok]]]
 
+# %% ../nbs/01_kmeans.ipynb #a3c0cecb
+def _cheapest(cost:np.ndarray, # [m] cost of each proposed move
+              keep:int, # at most this many moves are kept
+             ) -> np.ndarray:
+    "Indices of the `keep` cheapest moves, cheapest first (ties by position)."
+    idx = np.argpartition(cost, keep)[:keep] if len(cost) > keep else np.arange(len(cost))
+    idx.sort()
+    return idx[np.argsort(cost[idx], kind='stable')]
+
 # %% ../nbs/01_kmeans.ipynb #624f0563
-def _cap(x, C, labels, dist, size_max, gpu):
+def _cap(nearest, k, labels, dist, size_max):
     "Move points out of clusters over `size_max`, cheapest regret first, into the nearest cluster with room."
-    counts = np.bincount(labels, minlength=len(C))
+    counts = np.bincount(labels, minlength=k)
     while (counts > size_max).any():
         movable = np.flatnonzero(counts[labels] > size_max)
         room = np.flatnonzero(counts < size_max)
-        d, i = knn(x[movable], C[room], 1, gpu)
-        dst, regret = room[i[:, 0]], d[:, 0] - dist[movable]
-        order = np.argsort(regret, kind='stable')
-        movable, dst, d = movable[order], dst[order], d[order, 0]
+        d, dst = nearest(movable, room)
+        order = _cheapest(d - dist[movable], 4 * int(np.maximum(counts - size_max, 0).sum()) + 256)  # least regret first
+        movable, dst, d = movable[order], dst[order], d[order]
         ok = accept_moves(labels[movable], dst, counts - size_max, size_max - counts)
         np.subtract.at(counts, labels[movable[ok]], 1); np.add.at(counts, dst[ok], 1)
         labels[movable[ok]], dist[movable[ok]] = dst[ok], d[ok]
 
-def _fill(x, C, labels, dist, size_min, gpu):
+def _fill(nearest, k, labels, dist, size_min, x=None, C=None):
     "Give clusters under `size_min` the points that cost least to take from clusters that can spare them."
-    counts = np.bincount(labels, minlength=len(C))
+    counts = np.bincount(labels, minlength=k)
+    needy0 = np.flatnonzero(counts < size_min)  # the needy only ever get fewer: their distances are computed once
+    cache = None
+    if x is not None and len(needy0) and len(x) * len(needy0) <= 1 << 24:
+        cn = C[needy0]
+        cache = x @ (-2 * cn.T); cache += np.einsum('ij,ij->i', x, x)[:, None]; cache += np.einsum('ij,ij->i', cn, cn)
     while (counts < size_min).any():
         needy = np.flatnonzero(counts < size_min)
         donors = np.flatnonzero(counts[labels] > size_min)
-        d, i = knn(x[donors], C[needy], 1, gpu)
-        dst, cost = needy[i[:, 0]], d[:, 0] - dist[donors]
-        order = np.argsort(cost, kind='stable')
-        donors, dst, d = donors[order], dst[order], d[order, 0]
+        if cache is None: d, dst = nearest(donors, needy)
+        else:
+            sub = cache[np.ix_(donors, np.searchsorted(needy0, needy))]
+            j = sub.argmin(1); d, dst = sub[np.arange(len(donors)), j], needy[j]
+        order = _cheapest(d - dist[donors], 4 * int(np.maximum(size_min - counts, 0).sum()) + 256)
+        donors, dst, d = donors[order], dst[order], d[order]
         ok = accept_moves(labels[donors], dst, counts - size_min, np.maximum(size_min - counts, 0))
         np.subtract.at(counts, labels[donors[ok]], 1); np.add.at(counts, dst[ok], 1)
         labels[donors[ok]], dist[donors[ok]] = dst[ok], d[ok]
 
 # %% ../nbs/01_kmeans.ipynb #56f11c17
+def nearest_among(x:np.ndarray, # [n, d] float32 points
+                  C:np.ndarray, # [k, d] float32 centroids
+                  gpu:bool|None=None, # see `use_gpu`
+                 ):
+    "`nearest(rows, cols)`: squared distance to, and id of, the nearest of centroids `cols` for each point in `rows` (`None`: all)."
+    def nearest(rows, cols):
+        d, i = knn(x if rows is None else x[rows], C[cols], 1, gpu)
+        return d[:, 0], cols[i[:, 0]]
+    return nearest
+
 def balanced_assign(x:np.ndarray, # [n, d] float32 points
                     centroids:np.ndarray, # [k, d] float32 centroids
                     size_min:int, # every cluster gets at least this many points
@@ -177,10 +210,11 @@ def balanced_assign(x:np.ndarray, # [n, d] float32 points
                     gpu:bool|None=None, # see `use_gpu`
                    ) -> np.ndarray:
     "Labels `[n]` close to nearest-centroid whose cluster sizes all lie in `[size_min, size_max]`."
-    d, i = knn(x, centroids, 1, gpu)
-    labels, dist = i[:, 0].astype(np.int64), d[:, 0].copy()
-    _cap(x, centroids, labels, dist, size_max, gpu)
-    _fill(x, centroids, labels, dist, size_min, gpu)
+    k, nearest = len(centroids), nearest_among(x, centroids, gpu)
+    dist, labels = nearest(None, np.arange(k))
+    labels = labels.astype(np.int64)
+    _cap(nearest, k, labels, dist, size_max)
+    _fill(nearest, k, labels, dist, size_min, *(() if use_gpu(gpu) else (x, centroids)))
     return labels
 
 # %% ../nbs/01_kmeans.ipynb #2935729f
@@ -190,23 +224,27 @@ def kmeans_plusplus(x:np.ndarray, # [n, d] float32 points
                     k:int, # number of seeds
                     rng:np.random.Generator, # source of randomness
                     trials:int|None=None, # candidates per step; default 2 + 2 log(k), twice scikit-learn's extra ones
+                    weights:np.ndarray|None=None, # [n] weight of each point (e.g. how many points it stands for); None: 1 each
                    ) -> np.ndarray:
-    "`k` seeds `[k, d]` by greedy k-means++."
+    "`k` seeds `[k, d]` by greedy k-means++ (weighted: a point of weight w counts as w points)."
     n = len(x)
     trials = trials or 2 + 2 * int(math.log(k))
+    w = np.ones(n, np.float32) if weights is None else np.asarray(weights, np.float32)
     xx, xt = _sqnorms(x), np.ascontiguousarray(x.T)
-    seeds = [int(rng.integers(n))]
+    seeds = [min(int(np.searchsorted(np.cumsum(w), rng.random() * w.sum(), side='right')), n - 1)]
     closest = np.maximum(xx - 2*x @ x[seeds[0]] + xx[seeds[0]], 0)
-    for _ in range(1, k):
-        cum = np.cumsum(closest)
-        cand = np.minimum(np.searchsorted(cum, rng.random(trials) * cum[-1]), n - 1)
-        pot = x[cand] @ xt
-        pot *= -2; pot += xx; pot += xx[cand, None]
-        np.minimum(pot, closest, out=pot)
-        best = int(pot.sum(1).argmin())
-        seeds.append(int(cand[best])); closest = np.maximum(pot[best], 0)
+    with threadpool_limits(1, 'blas'):  # [trials, d] x [d, n] is too thin for BLAS threads to pay off
+        for _ in range(1, k):
+            cum = np.cumsum(closest * w)
+            cand = np.minimum(np.searchsorted(cum, rng.random(trials) * cum[-1]), n - 1)
+            pot = x[cand] @ xt
+            pot *= -2; pot += xx; pot += xx[cand, None]
+            np.minimum(pot, closest, out=pot)
+            best = int((pot @ w).argmin())
+            seeds.append(int(cand[best])); closest = np.maximum(pot[best], 0)
     return x[seeds].copy()
 
+# %% ../nbs/01_kmeans.ipynb #0d124491
 def centroid_means(x:np.ndarray, # [n, d] points
                    labels:np.ndarray, # [n] cluster of each point
                    previous:np.ndarray, # [k, d] centroids kept for empty clusters
@@ -226,9 +264,30 @@ def inertia(x, # [n, d] points
     "Sum of squared distances of the points to their centroids."
     return float(((np.asarray(x, np.float64) - centroids[labels])**2).sum())
 
+# %% ../nbs/01_kmeans.ipynb #96f59a86
+def kmeans_parallel(x:np.ndarray, # [n, d] float32 points
+                    k:int, # number of seeds
+                    rng:np.random.Generator, # source of randomness
+                    rounds:int=5, # sampling rounds
+                    oversample:float=1.0, # each round draws about `oversample * k` candidates
+                    gpu:bool|None=None, # see `use_gpu`
+                   ) -> np.ndarray:
+    "`k` seeds `[k, d]` by k-means|| (Bahmani et al. 2012): a few D^2-sampling rounds over all points, then weighted greedy k-means++ on the candidates."
+    n = len(x)
+    C = x[[int(rng.integers(n))]]
+    closest = knn(x, C, 1, gpu)[0][:, 0]
+    for _ in range(rounds):
+        new = x[rng.random(n) < oversample * k * closest / max(float(closest.sum()), 1e-30)]
+        if not len(new): break
+        closest = np.minimum(closest, knn(x, new, 1, gpu)[0][:, 0])
+        C = np.concatenate([C, new])
+    if len(C) <= k: return np.concatenate([C, x[rng.choice(n, k - len(C), replace=False)]]) if len(C) < k else C
+    weights = np.bincount(knn(x, C, 1, gpu)[1][:, 0], minlength=len(C))
+    return kmeans_plusplus(C, k, rng, weights=weights)
+
 # %% ../nbs/01_kmeans.ipynb #2d9973f4
 def _fit(x, k, size_min, size_max, niter, tol, rng, gpu):
-    centroids = kmeans_plusplus(x[rng.choice(len(x), min(len(x), 64*k), replace=False)], k, rng)
+    centroids = kmeans_parallel(x, k, rng, gpu=gpu)
     labels = None
     for _ in range(niter):
         new = balanced_assign(x, centroids, size_min, size_max, gpu)

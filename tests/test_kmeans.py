@@ -57,3 +57,14 @@ def test_missing_faiss_names_the_extra():
             "except ImportError as e: print(e)\n")
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout
     assert "letter8-tokenizer[cpu]" in out and "letter8-tokenizer[gpu]" in out, out
+
+def test_thread_settings_given_back():
+    "The one-thread seeding and small repair searches leave faiss's and BLAS's thread counts as they found them."
+    import faiss
+    from threadpoolctl import threadpool_info
+    before = (faiss.omp_get_max_threads(), [d['num_threads'] for d in threadpool_info()])
+    rng = np.random.default_rng(3)
+    x = np.r_[rng.normal(0, 1, (1500, 8)), rng.normal(5, 1, (500, 8))].astype(np.float32)
+    _, labels = constrained_kmeans(x, 20, size_min=100, size_max=100)  # exact sizes: cap and fill both run
+    assert (np.bincount(labels, minlength=20) == 100).all()
+    assert (faiss.omp_get_max_threads(), [d['num_threads'] for d in threadpool_info()]) == before

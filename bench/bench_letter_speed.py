@@ -1,0 +1,265 @@
+"""Training throughput of letter8 against LETTER's own RQ-VAE code, same data, same run, interleaved.
+
+  python bench/bench_letter_speed.py --letter /work/ext/LETTER/RQ-VAE            # 3 rounds x 5 steps each, + 1 epoch
+  python bench/bench_letter_speed.py --letter ... --rounds 2 --steps 3 --no-epoch   # quicker
+  python bench/bench_letter_speed.py --letter ... --no-epoch --experiments --threads 1
+      # also letter8 with AdamW foreach / fused and an exp-domain float64 Sinkhorn (monkeypatched; equality checked)
+
+LETTER (github.com/HonghuiBao2000/LETTER, folder RQ-VAE) is imported at run time from the checkout given by
+--letter; none of its code lives in this project. Both sides get LETTER's architecture at 768-d input (MLP
+768-2048-1024-512-256-128-64-32 and its mirror), 8 levels x 256 codes, batch 1024, AdamW lr 1e-3 wd 1e-4,
+alpha (CF) 0.01, beta (diversity) 1e-4, Sinkhorn on the last level (LETTER's default puts it on its last
+level), on the CPU. They start from the SAME weights and codebooks (letter8's init, copied into LETTER's
+modules; init time is excluded) and see the same batches in the same order.
+
+Measured: seconds per training step (median over rounds, models interleaved A, B, A, B) and, unless
+--no-epoch, one whole epoch each: LETTER's own `Trainer._train_epoch` (which first re-clusters every level's
+codebook with k-means-constrained, n_init=10) against letter8's `refresh_groups` + `train_step` over the
+catalog. Then one letter8 step is profiled. Prints tables and writes bench/results/letter_speed.json.
+LETTER imports `wandb` at module level but only logs in commented-out lines; when wandb is not installed an
+empty stand-in module is registered so the import succeeds (nothing else is replaced).
+"""
+import argparse, cProfile, io, json, os, platform, pstats, sys, tempfile, time, types
+from argparse import Namespace
+from pathlib import Path
+import numpy as np, torch
+from letter8_tokenizer.config import Config, override
+from letter8_tokenizer.data import Items, synthetic_catalog
+from letter8_tokenizer.model import build_tokenizer, init_codebooks, make_optimizer, train_step, refresh_groups
+
+WORDNET = Path('/work/cache/wordnet-20k/items.npy')
+HIDDEN, E_DIM, LEVELS, K, BATCH, DIM = [2048, 1024, 512, 256, 128, 64], 32, 8, 256, 1024, 768
+
+def load_letter(path):
+    "LETTER's RQVAE and Trainer classes, imported from its checkout."
+    path = Path(path).resolve()
+    if not (path/'models'/'rqvae.py').exists(): raise SystemExit(f"{path} is not LETTER's RQ-VAE folder (no models/rqvae.py): "
+                                                                  "check out github.com/HonghuiBao2000/LETTER and pass --letter <checkout>/RQ-VAE.")
+    try: import wandb  # noqa: F401
+    except ImportError: sys.modules['wandb'] = types.ModuleType('wandb')
+    sys.path.insert(0, str(path))
+    from models.rqvae import RQVAE
+    from trainer import Trainer
+    return RQVAE, Trainer
+
+def make_data(work, n, source):
+    "`(Items, description)`: n x 768 item embeddings and 32-d CF embeddings written under `work`."
+    if source in ('auto', 'wordnet') and WORDNET.exists():
+        w = np.load(WORDNET)[:n].astype(np.float32)
+        rng = np.random.default_rng(0)
+        emb = w @ (rng.normal(0, 1, (w.shape[1], DIM)) / np.sqrt(w.shape[1])).astype(np.float32)
+        cf = w @ (rng.normal(0, 1, (w.shape[1], E_DIM)) / np.sqrt(w.shape[1])).astype(np.float32)
+        np.save(work/'items.npy', emb.astype(np.float32)); np.save(work/'cf.npy', cf.astype(np.float32))
+        return Items(work/'items.npy', cf=work/'cf.npy'), f'WordNet {len(w):,} x {w.shape[1]} (MiniLM) randomly projected to {DIM}-d; CF: a random 32-d projection'
+    if source == 'wordnet': raise SystemExit(f"{WORDNET} does not exist; use --data synthetic")
+    return synthetic_catalog(work, n_items=n, dim=DIM), f'synthetic_catalog(n_items={n}, dim={DIM}) with its 32-d CF'
+
+def letter8_config(variant):
+    cfg = override(Config(), {'model.in_dim': DIM, 'model.hidden': HIDDEN, 'model.e_dim': E_DIM, 'model.levels': LEVELS,
+                              'model.codebook_size': K, 'model.cf_dim': E_DIM, 'optim.batch_size': BATCH,
+                              'quantizer.sinkhorn_levels': [LEVELS - 1]})
+    if variant == 'grad': cfg = override(cfg, {'quantizer.update': 'grad', 'quantizer.reseed': False})
+    return cfg
+
+def build_letter8(items, variant, init_from=None):
+    model = build_tokenizer(letter8_config(variant), items)
+    if init_from is None: init_codebooks(model, items)
+    else:  # same starting point: copy every parameter and buffer (the shapes agree: same architecture)
+        with torch.no_grad():
+            for (name, t), (_, src) in zip(model.state_dict().items(), init_from.state_dict().items()): t.copy_(src)
+        refresh_groups(model)
+    return model, make_optimizer(model)
+
+def build_letter(RQVAE, Trainer, l8, items, work):
+    "LETTER's model and trainer with letter8's starting weights and codebooks copied in."
+    cf = np.asarray(items.cf, np.float32)  # LETTER indexes its CF table by item id
+    model = RQVAE(in_dim=DIM, num_emb_list=[K]*LEVELS, e_dim=E_DIM, layers=HIDDEN, dropout_prob=0.0, bn=False, loss_type='mse',
+                  quant_loss_weight=1.0, kmeans_init=False, sk_epsilons=[0.0]*(LEVELS-1) + [0.003], sk_iters=50,
+                  alpha=0.01, beta=1e-4, n_clusters=10, cf_embedding=cf)
+    with torch.no_grad():
+        for mine, theirs in ((l8.encoder, model.encoder), (l8.decoder, model.decoder)):
+            a = [m for m in mine.modules() if isinstance(m, torch.nn.Linear)]
+            b = [m for m in theirs.modules() if isinstance(m, torch.nn.Linear)]
+            assert [tuple(m.weight.shape) for m in a] == [tuple(m.weight.shape) for m in b]
+            for x, y in zip(a, b): y.weight.copy_(x.weight); y.bias.copy_(x.bias)
+        for lvl, vq in zip(l8.levels, model.rq.vq_layers): vq.embedding.weight.copy_(lvl.codebook)
+    args = Namespace(lr=1e-3, learner='AdamW', weight_decay=1e-4, epochs=1, eval_step=1, device='cpu', ckpt_dir=str(work/'ckpt'),
+                     data_path=str(items.path), num_workers=0)
+    return model, Trainer(args, model)
+
+def letter_groups(Trainer, model):
+    "LETTER's per-epoch grouping of each level's codes (k-means-constrained, 10 groups), as its trainer does it."
+    try: import k_means_constrained  # noqa: F401
+    except ImportError:  # the groups only pick diversity targets: any balanced grouping costs the step the same
+        from letter8_tokenizer.model import balanced_groups
+        print('k-means-constrained is not installed: LETTER gets letter8 balanced_groups as its code groups (same step cost)')
+        return {str(i): balanced_groups(vq.embedding.weight.detach().cpu().numpy(), 10, seed=i).tolist() for i, vq in enumerate(model.rq.vq_layers)}
+    return {str(i): Trainer.constrained_km(None, vq.embedding.weight.detach().cpu().numpy())[1] for i, vq in enumerate(model.rq.vq_layers)}
+
+def letter_step(model, trainer, x, idx):
+    "The body of LETTER's `Trainer._train_epoch` loop, on one batch."
+    trainer.optimizer.zero_grad()
+    out, rq_loss, indices, dense_out = model(x, trainer.labels)
+    loss, cf_loss, loss_recon, quant_loss = model.compute_loss(out, rq_loss, idx, dense_out, xs=x)
+    trainer._check_nan(loss); loss.backward(); trainer.optimizer.step()
+    return loss.item(), loss_recon.item(), cf_loss.item(), quant_loss.item()
+
+def adamw(model, kind):
+    "letter8's optimiser (make_optimizer's settings) with torch's `foreach` or `fused` AdamW kernel."
+    o = model.cfg.optim
+    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=o.lr, weight_decay=o.weight_decay, **{kind: True})
+
+def sinkhorn_exp64(dist, eps=0.003, iters=50):
+    "letter8's Sinkhorn iteration in the exp domain in float64 (as LETTER computes it): one exp, then sums and divisions."
+    q = (dist.double() / -(dist.max().clamp_min(1e-12).double() * eps)).exp_()
+    for _ in range(iters):
+        q /= q.sum(0, keepdim=True)
+        q /= q.sum(1, keepdim=True)
+    return q.argmax(1)
+
+def assign_exp64(self, r):
+    "`QuantizerLevel.assign` with `sinkhorn_exp64` in place of the log-domain `sinkhorn_codes` (monkeypatch, experiment only)."
+    from letter8_tokenizer.model import sqdist
+    dist = sqdist(r.detach(), self.codebook.detach())
+    return sinkhorn_exp64(dist, self.sinkhorn_eps, self.sinkhorn_iters).to(r.device) if self.sinkhorn and self.training else dist.argmin(1)
+
+def sinkhorn_check(cases=8):
+    "Do both Sinkhorn forms give the same codes? Random batches of 1024 residuals x 256 codes at several scales."
+    from letter8_tokenizer.model import sinkhorn_codes, sqdist
+    agree = []
+    for s in range(cases):
+        g = torch.Generator().manual_seed(s)
+        d = sqdist(torch.randn(1024, 32, generator=g) * (0.2 + s), torch.randn(256, 32, generator=g))
+        agree.append(float((sinkhorn_codes(d) == sinkhorn_exp64(d)).float().mean()))
+    print(f'Sinkhorn exp-domain float64 vs log-domain float32: share of equal codes per batch {agree}')
+    return agree
+
+def optimizer_check(items, l8, x, cf, steps=3):
+    "Do the AdamW variants change results? Same start, same seed, `steps` steps each; max parameter difference to the default."
+    state = {k: v.clone() for k, v in l8.state_dict().items()}
+    out = {}
+    for kind in ('default', 'foreach', 'fused'):
+        m, _ = build_letter8(items, 'ema', init_from=l8)
+        with torch.no_grad():
+            for k, v in m.state_dict().items(): v.copy_(state[k])
+        o = make_optimizer(m) if kind == 'default' else adamw(m, kind)
+        torch.manual_seed(1); t = time.perf_counter()
+        for _ in range(steps): losses = train_step(m, o, x, cf)
+        out[kind] = dict(params=[p.detach().clone() for p in m.parameters()], total=losses['total'])
+    ref = out['default']['params']
+    res = {kind: dict(max_param_diff=max(float((a - b).abs().max()) for a, b in zip(ref, v['params'])),
+                      bit_identical=all(torch.equal(a, b) for a, b in zip(ref, v['params'])), final_total_loss=v['total'])
+           for kind, v in out.items()}
+    print('AdamW variants after %d steps from the same state: ' % steps + '; '.join(f"{k}: bit-identical {v['bit_identical']}, max param diff {v['max_param_diff']:.1e}" for k, v in res.items()))
+    return res
+
+def uptime():
+    return os.getloadavg()
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument('--letter', required=True, help="LETTER's RQ-VAE folder (a checkout outside this project)")
+    p.add_argument('--n', type=int, default=20_000, help='items')
+    p.add_argument('--data', default='auto', choices=['auto', 'wordnet', 'synthetic'], help='auto: WordNet when built, else synthetic')
+    p.add_argument('--rounds', type=int, default=3); p.add_argument('--steps', type=int, default=5, help='timed steps per model per round')
+    p.add_argument('--no-epoch', action='store_true', help='skip the whole-epoch comparison')
+    p.add_argument('--experiments', action='store_true', help='also time letter8 with AdamW foreach / fused (monkeypatched optimiser)')
+    p.add_argument('--threads', type=int, default=None, help='torch intra-op threads for both (default: torch default)')
+    p.add_argument('--out', default=str(Path(__file__).parent/'results'/'letter_speed.json'))
+    a = p.parse_args()
+    RQVAE, Trainer = load_letter(a.letter)
+    if a.threads: torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    res = dict(threads=torch.get_num_threads(), torch=torch.__version__, cpus=os.cpu_count(), python=platform.python_version(),
+               load_before=uptime(), letter=str(Path(a.letter).resolve()))
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp); items, res['data'] = make_data(work, a.n, a.data)
+        print(f"data: {res['data']}; torch {torch.__version__}, {torch.get_num_threads()} threads; load {res['load_before']}", flush=True)
+        t = time.perf_counter(); l8, l8_opt = build_letter8(items, 'ema'); res['letter8_init_s'] = time.perf_counter() - t
+        l8g, l8g_opt = build_letter8(items, 'grad', init_from=l8)
+        lt, trainer = build_letter(RQVAE, Trainer, l8, items, work)
+        t = time.perf_counter(); trainer.labels = letter_groups(Trainer, lt); res['letter_regroup_s'] = time.perf_counter() - t
+        t = time.perf_counter(); refresh_groups(l8); res['letter8_regroup_s'] = time.perf_counter() - t
+        all_rows = items.take(np.arange(len(items)))
+        emb, cf = torch.as_tensor(np.asarray(all_rows.emb, np.float32)), torch.as_tensor(np.asarray(all_rows.cf, np.float32))
+        perm = torch.randperm(len(items), generator=torch.Generator().manual_seed(0))
+        batches = [perm[i:i + BATCH] for i in range(0, len(perm) - BATCH + 1, BATCH)]
+        runners = {"LETTER (its RQVAE + trainer step)": lambda b: letter_step(lt, trainer, emb[b], b),
+                   'letter8 default (EMA codebooks, re-seeding)': lambda b: train_step(l8, l8_opt, emb[b], cf[b]),
+                   'letter8 LETTER-like (grad codebooks, no re-seeding)': lambda b: train_step(l8g, l8g_opt, emb[b], cf[b])}
+        if a.experiments:  # letter8 default with another AdamW implementation (same math; see optimizer_check)
+            for kind in ('foreach', 'fused'):
+                m, _ = build_letter8(items, 'ema', init_from=l8); o = adamw(m, kind)
+                runners[f'letter8 default, AdamW {kind}=True (experiment)'] = lambda b, m=m, o=o: train_step(m, o, emb[b], cf[b])
+            m, o = build_letter8(items, 'ema', init_from=l8)
+            for lvl in m.levels:
+                if lvl.sinkhorn: lvl.assign = types.MethodType(assign_exp64, lvl)
+            runners['letter8 default, exp-domain float64 Sinkhorn (experiment)'] = lambda b, m=m, o=o: train_step(m, o, emb[b], cf[b])
+            res['optimizer_check'] = optimizer_check(items, l8, emb[batches[0]], cf[batches[0]])
+            res['sinkhorn_check'] = sinkhorn_check()
+        times = {k: [] for k in runners}
+        for name, run in runners.items(): run(batches[0])  # warm-up, not timed
+        step = 1
+        for r in range(a.rounds):
+            for name, run in runners.items():
+                for s in range(a.steps):
+                    b = batches[(step + s) % len(batches)]
+                    t = time.perf_counter(); run(b); times[name].append(time.perf_counter() - t)
+            step += a.steps
+            print(f"round {r + 1}/{a.rounds}: " + ', '.join(f'{k.split(" (")[0]} {np.median(v[-a.steps:]):.3f}s' for k, v in times.items()), flush=True)
+        ref = np.median(times["LETTER (its RQVAE + trainer step)"])
+        rows = [dict(method=k, median_step_s=round(float(np.median(v)), 4), items_per_s=round(BATCH / float(np.median(v)), 1),
+                     speedup_vs_LETTER=round(ref / float(np.median(v)), 2), steps=len(v)) for k, v in times.items()]
+        res['steps'] = rows; res['step_times'] = times
+        print(f"\n## training step, batch {BATCH}, {LEVELS}x{K}, {DIM}-d input, LETTER's MLP (median of {a.rounds * a.steps} steps each)\n")
+        print(table(rows, ['method', 'median_step_s', 'items_per_s', 'speedup_vs_LETTER']))
+        print(f"per-epoch regrouping of codes (10 groups per level): LETTER k-means-constrained {res['letter_regroup_s']:.2f}s, "
+              f"letter8 balanced_groups {res['letter8_regroup_s']:.3f}s")
+        if not a.no_epoch: res['epoch'] = epoch_compare(lt, trainer, l8, l8_opt, items, emb, cf)
+        res['profile'] = profile_step(l8, l8_opt, emb[batches[0]], cf[batches[0]])
+    res['load_after'] = uptime()
+    res['goal_5x'] = dict(step_speedup=rows[1]['speedup_vs_LETTER'], **({'epoch_speedup': res['epoch']['speedup']} if 'epoch' in res else {}))
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(res, indent=1, default=float))
+    print(f"load average before {res['load_before']}, after {res['load_after']}\nwrote {a.out}")
+
+def epoch_compare(lt, trainer, l8, l8_opt, items, emb, cf):
+    "One epoch each, LETTER through its own `_train_epoch` (regrouping included), letter8 through its loop."
+    from torch.utils.data import DataLoader
+    from datasets import EmbDataset
+    loader = DataLoader(EmbDataset(trainer.args.data_path), batch_size=BATCH, shuffle=True, num_workers=0)
+    t = time.perf_counter(); trainer._train_epoch(loader, 0); t_letter = time.perf_counter() - t
+    t = time.perf_counter()
+    refresh_groups(l8)
+    for b in items.batches(BATCH, seed=0, epoch=1): train_step(l8, l8_opt, b.emb, b.cf)
+    t_l8 = time.perf_counter() - t
+    n = len(items)
+    out = dict(items=n, letter_s=t_letter, letter8_s=t_l8, letter_items_per_s=n / t_letter, letter8_items_per_s=n / t_l8, speedup=t_letter / t_l8)
+    print(f"\n## one epoch of {n:,} items (LETTER: Trainer._train_epoch, k-means-constrained regrouping included; letter8: refresh_groups + train_step)\n")
+    print(table([dict(method='LETTER', seconds=f'{t_letter:.1f}', items_per_s=f'{n/t_letter:.0f}', speedup='1.00'),
+                 dict(method='letter8 default', seconds=f'{t_l8:.1f}', items_per_s=f'{n/t_l8:.0f}', speedup=f'{t_letter/t_l8:.2f}')],
+                ['method', 'seconds', 'items_per_s', 'speedup']))
+    return out
+
+def profile_step(model, opt, x, cf):
+    "torch.profiler and cProfile of one letter8 step: where the time goes."
+    from torch.profiler import profile, ProfilerActivity
+    train_step(model, opt, x, cf)
+    with profile(activities=[ProfilerActivity.CPU]) as prof: train_step(model, opt, x, cf)
+    ka = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in ka)
+    top = sorted(ka, key=lambda e: -e.self_cpu_time_total)[:15]
+    rows = [dict(op=e.key, self_ms=round(e.self_cpu_time_total / 1000, 1), share=f'{e.self_cpu_time_total / total:.1%}', calls=e.count) for e in top]
+    mm = sum(e.self_cpu_time_total for e in ka if e.key in ('aten::addmm', 'aten::mm', 'aten::bmm', 'aten::matmul', 'aten::linear'))
+    print(f"\n## one letter8 step under torch.profiler: {total/1000:.0f} ms of op self time, matrix products {mm/total:.0%}\n")
+    print(table(rows, ['op', 'self_ms', 'share', 'calls']))
+    pr = cProfile.Profile(); pr.enable(); train_step(model, opt, x, cf); pr.disable()
+    s = io.StringIO(); pstats.Stats(pr, stream=s).sort_stats('cumtime').print_stats(12)
+    return dict(op_self_ms_total=total / 1000, matmul_share=mm / total, top_ops=rows, cprofile=s.getvalue()[-4000:])
+
+def table(rows, cols):
+    w = [max(len(str(c)), *(len(str(r[c])) for r in rows)) for c in cols]
+    line = lambda vals: '  '.join(str(v).rjust(n) if i else str(v).ljust(n) for i, (v, n) in enumerate(zip(vals, w)))
+    return '\n'.join([line(cols), line(['-'*n for n in w])] + [line([r[c] for c in cols]) for r in rows])
+
+if __name__ == '__main__': main()
