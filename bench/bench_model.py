@@ -19,6 +19,9 @@ from letter8_tokenizer.data import synthetic_catalog, Items
 from letter8_tokenizer.model import (build_tokenizer, init_codebooks, make_optimizer, train_step, encode, refresh_groups,
                                      compute_losses, Letter8)
 
+# LETTER's network (the ablation and speed parts measure it, not the kit's defaults): plain MLP to a 32-d latent
+LETTER_ARCH = {'model.hidden': [2048, 1024, 512, 256, 128, 64], 'model.e_dim': 32, 'model.skip': False, 'optim.lr': 1e-3}
+
 VARIANTS = {
     'LETTER as shipped (grad codebooks, Sinkhorn on h, no re-seeding)': {'quantizer.update': 'grad', 'quantizer.reseed': False, 'quantizer.sinkhorn_levels': [7]},
     'grad codebooks + re-seeding': {'quantizer.update': 'grad'},
@@ -48,7 +51,7 @@ def ablation(epochs, hidden, work, only=None):
     rows = []
     for name, ov in VARIANTS.items():
         if only and not any(o in name for o in only): continue
-        cfg = override(Config(), {'model.hidden': hidden, 'optim.epochs': epochs, **ov})
+        cfg = override(Config(), {**LETTER_ARCH, 'model.hidden': hidden, 'optim.epochs': epochs, **ov})
         model, losses, secs = train(items, cfg, epochs)
         used, coll = code_stats(encode(model, items))
         rows.append(dict(variant=name, min_used=min(used), used_per_level=used, collide=coll, recon=losses['recon'], seconds=secs))
@@ -77,7 +80,7 @@ def speed(reps):
              ('+ Sinkhorn on level h', 'full', {'quantizer.sinkhorn_levels': [7]})]
     fns = []
     for name, mode, ov in steps:
-        cfg = override(Config(), {'model.in_dim': 768, 'model.cf_dim': 32, **ov})
+        cfg = override(Config(), {**LETTER_ARCH, 'model.in_dim': 768, 'model.cf_dim': 32, **ov})
         torch.manual_seed(0); model = Letter8(cfg); refresh_groups(model); opt = make_optimizer(model)
         f = step_fn(model, opt, x, cf if cfg.loss.cf else None, mode); f(); f()
         fns.append(f)
@@ -98,7 +101,7 @@ from letter8_tokenizer.config import Config, override
 from letter8_tokenizer.data import Items
 from letter8_tokenizer.model import Letter8, encode
 items = Items(sys.argv[1], validate=False)
-torch.manual_seed(0); model = Letter8(override(Config(), {'model.in_dim': items.dim}))
+torch.manual_seed(0); model = Letter8(override(Config(), {'model.in_dim': items.dim, 'model.hidden': [2048, 1024, 512, 256, 128, 64], 'model.e_dim': 32, 'model.skip': False}))
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t = time.perf_counter(); codes = encode(model, items); secs = time.perf_counter() - t
 print(json.dumps(dict(items=len(items), seconds=secs, items_per_s=len(items) / secs, peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,

@@ -83,12 +83,13 @@ def run(params:str=None, # YAML file of notebook parameters (from `letter8 new`)
         resume_from:str=None, # comma-separated read-only checkpoint roots
         segment_budget:float=None, # seconds per segment (the session limit); unset: the notebook's
         max_segments:int=20, # segments to run at most
-        retries:int=2, # failed segments in a row tolerated
+        retries:int=3, # transient failures in a row retried, each in a new kernel (permanent errors are not retried)
         notebook:str=None, # segment notebook; unset: the template
         threads:int=0, # torch/OpenMP threads in each kernel; 0: their default
         kill_segment:int=-1, # fault drill: kill this segment (0-based in this call) ...
         kill_after:float=3.0, # ... after this many seconds of training
         gpus:int=None, # data-parallel ranks per segment under torchrun; unset: one per visible GPU
+        force:store_true=False, # take the run folder's lock even if another run holds it (only when that run is dead)
        ):
     "Run the segment notebook again and again with papermill until the run is done."
     p = _load_params(params)
@@ -97,7 +98,7 @@ def run(params:str=None, # YAML file of notebook parameters (from `letter8 new`)
     p.update({k: v for k, v in flags.items() if v is not None})
     env = {'OMP_NUM_THREADS': threads, 'MKL_NUM_THREADS': threads} if threads else None
     rep = run_segments(notebook, out, p, max_segments=max_segments, segment_budget_s=segment_budget, retries=retries,
-                       segment_parameters={kill_segment: {'kill_after_s': kill_after}} if kill_segment >= 0 else None, env=env)
+                       segment_parameters={kill_segment: {'kill_after_s': kill_after}} if kill_segment >= 0 else None, env=env, force=force)
     if rep.segments: print('\n' + format_table(rep.rows()))
     return 0 if rep.done else 1
 
@@ -123,20 +124,26 @@ def new(name:str, # experiment name (folder, notebook parameter, Kaggle slug)
 def encode(tokenizer:str, # folder written by save_tokenizer (a run's tokenizer/)
            items:str, # .npy item embeddings [n, dim]
            out:str, # codes.npy (nearest codes), or a folder for the collision-free code table
+           index_json:str=None, # also write the collision-free table as LETTER's <dataset>.index.json here
           ):
     "Encode items with a trained tokenizer: codes .npy, or a collision-free code table folder."
     from letter8_tokenizer.model import load_tokenizer, level_sizes
     from letter8_tokenizer.data import Items
     from letter8_tokenizer.codes import CodeTable
     model, its = load_tokenizer(tokenizer), Items(items)
+    if its.dim != model.cfg.model.in_dim:
+        raise ValueError(f"{items} has items of width {its.dim}, but the tokenizer in {tokenizer} was trained on width {model.cfg.model.in_dim}: "
+                         f"encode embeddings from the same embedding model (and dimension) as its training items, or train a tokenizer on these.")
     codes, _, last = encode_run(model, its)
     out = Path(out)
-    if out.suffix == '.npy':
+    if out.suffix == '.npy' and not index_json:
         out.parent.mkdir(parents=True, exist_ok=True); np.save(out, codes)
         print(f"wrote {out}: {codes.shape[0]:,} items x {codes.shape[1]} levels (nearest codes; duplicates possible)")
     else:
         t = CodeTable.build(codes, sizes=level_sizes(model.cfg), residual=last, codebook=model.levels[-1].codebook.detach().cpu().numpy())
-        t.save(out)
+        if out.suffix != '.npy': t.save(out)
+        else: np.save(out, codes)
+        if index_json: print(f"wrote {t.to_index_json(index_json)} (LETTER's index layout)")
         print(f"wrote {out}: {t}; {t.report['collision_rate_before']:.2%} of items collided before, {t.report['moved']:,} moved")
 
 @command
@@ -171,8 +178,8 @@ def _ledger_table(rep):
 @command
 def demo(out:str='runs/demo', # folder for both runs (its segmented/ and whole/ are replaced)
          items:int=4000, # items in the built-in catalog
-         epochs:int=40, # training epochs
-         segment_budget:float=0.0, # seconds per segment, kernel start-up included; 0: auto, start-up plus a third of the reference's training time
+         epochs:int=240, # training epochs (enough that a third of the training outlasts the export)
+         segment_budget:float=0.0, # seconds per segment, kernel start-up included; 0: auto, start-up plus a third of the reference's training time (at least the export's time)
          kill_after:float=0.0, # fault drill: segment 1 is SIGKILLed after this many seconds of training; 0: auto (at most 3)
          threads:int=1, # threads per kernel (0: torch's default)
         ):
@@ -194,11 +201,12 @@ def demo(out:str='runs/demo', # folder for both runs (its segmented/ and whole/ 
         print(f"demo failed: the reference run ended {whole.status}: {whole.message}", file=sys.stderr); return 1
     train_s = whole.final['seconds']  # train_segment's wall time (init included)
     start_s = max(whole.segments[0].seconds - train_s - whole.final['exported']['seconds'], 3.0)  # kernel start-up, imports, data
-    segment_budget = segment_budget or round(start_s + max(train_s / 3, 5.0), 1)
+    export_s = round(1.5 * whole.final['exported']['seconds'], 1)  # what a segment must keep free to export (codes, tokenizer, probe)
+    segment_budget = segment_budget or round(start_s + max(train_s / 3, export_s + 2.0, 5.0), 1)
     kill_after = kill_after or round(min(3.0, (segment_budget - start_s) / 2), 1)
     print(f"\n2) segmented: {segment_budget:.0f}s per segment (reference: {start_s:.0f}s start-up, {train_s:.0f}s training), "
           f"segment-001 killed after {kill_after:.1f}s of training", flush=True)
-    seg = run_segments(None, out/'segmented', params, max_segments=12, segment_budget_s=segment_budget, retries=2,
+    seg = run_segments(None, out/'segmented', {**params, 'export_s': export_s}, max_segments=12, segment_budget_s=segment_budget, retries=2,
                        segment_parameters={1: {'kill_after_s': kill_after}}, env=env)
     print('\n' + _ledger_table(seg) + '\n')
     if not (whole.done and seg.done):

@@ -287,12 +287,13 @@ def train(root, out, step_sleep, slow_fsync, verbose):
     X, y = data()
     ck, start = Checkpointer(root, keep=3), 0
     state = lambda step: {'model': model.state_dict(), 'opt': opt.state_dict(), 'rng': rng_state(), 'step': step}
-    got = ck.load()
+    got, rows = ck.load(), []
     if got is not None:
         model.load_state_dict(got.state['model'])
         opt.load_state_dict(got.state['opt'])
         set_rng_state(got.state['rng'])
         start = got.step
+    ck.restore_metrics(got)  # cut the rows a killed run appended after its last commit
     say('ready', start)
     with StopSignal() as stop:
         for step in range(start + 1, TOTAL + 1):
@@ -304,14 +305,16 @@ def train(root, out, step_sleep, slow_fsync, verbose):
             loss.backward()
             opt.step()
             time.sleep(step_sleep)
+            rows.append({'step': step, 'loss': loss.item()})
             if verbose: say('step', step)
             if stop.requested:
-                ck.save(step, state(step), meta={'stopped_by': stop.signame})
+                ck.save(step, state(step), meta={'stopped_by': stop.signame}, rows=rows)
                 say('stopped', step, stop.signame)
                 return
             if step % EVERY == 0:
                 say('saving', step)
-                ck.save(step, state(step), meta={'loss': loss.item()}, blocking=False)
+                ck.save(step, state(step), meta={'loss': loss.item()}, blocking=False, rows=rows)
+                rows = []
     ck.wait()
     torch.save({'model': model.state_dict(), 'opt': opt.state_dict()}, out)
     say('done')
@@ -404,6 +407,9 @@ def test_sigkill_at_random_instants_resumes_bit_exact(tmp_path, trainer, zygote)
     for k, v in a['model'].items(): assert torch.equal(v, b['model'][k]), k
     for i, s in a['opt']['state'].items():
         for k, v in s.items(): assert torch.equal(v, b['opt']['state'][i][k]), (i, k)
+    # every step's row exactly once, in order, with the uninterrupted run's values: no phantom or missing row
+    assert (tmp_path/'killed'/'metrics.jsonl').read_bytes() == (tmp_path/'ref'/'metrics.jsonl').read_bytes()
+    assert rows_in(tmp_path/'killed'/'metrics.jsonl') == list(range(1, 201))
     print(f'{kills} SIGKILLs ({mid_save} with a save in flight) over {runs} runs; final weights bit-equal')
 
 def kill_until_done(tmp_path, start, lines):
@@ -453,3 +459,157 @@ def test_sigterm_finishes_step_saves_and_exits_0(tmp_path, zygote):
     assert lines.until('exit')[0] == 'exit 0'
     got, msgs = load_quiet(Checkpointer(root))
     assert msgs == [] and got.step == stopped and got.meta == {'stopped_by': 'SIGTERM'}
+
+# ---------------------------------------------------------------------------------------------------------------
+# a failed save says what failed: disk space only when the disk is full
+
+def test_two_writers_racing_do_not_blame_the_disk(tmp_path, monkeypatch):
+    "A second writer commits the same step between our check and our rename: the error names the race, not the disk."
+    mine, other = Checkpointer(tmp_path), Checkpointer(tmp_path)
+    real_rename, raced = os.rename, []
+    def rename(src, dst, *a, **k):
+        if Path(src).name.startswith('.tmp-step') and not raced:
+            raced.append(1)
+            monkeypatch.setattr(os, 'rename', real_rename)
+            other.save(5, state_of(50))  # the other writer wins the race
+        return real_rename(src, dst, *a, **k)
+    monkeypatch.setattr(os, 'rename', rename)
+    with pytest.raises(CheckpointSaveError) as e: mine.save(5, state_of(5))
+    msg = str(e.value)
+    assert e.value.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT), msg
+    assert 'free disk space' not in msg and 'another process' in msg and 'one writer per checkpoint folder' in msg, msg
+    got, msgs = load_quiet(Checkpointer(tmp_path))
+    assert msgs == [] and got.step == 5 and torch.equal(got.state['w'], state_of(50)['w'])
+
+@pytest.mark.parametrize('code,words', [(errno.EROFS, 'writable'), (errno.EACCES, 'writable'), (errno.EIO, 'not a full disk'),
+                                        (errno.EDQUOT, 'free disk space'), (errno.ENOENT, 'another process')])
+def test_save_error_fix_follows_errno(tmp_path, monkeypatch, code, words):
+    ck = save_steps(tmp_path, [1])
+    def fail(fd): raise OSError(code, os.strerror(code))
+    monkeypatch.setattr(os, 'fsync', fail)
+    with pytest.raises(CheckpointSaveError) as e: ck.save(2, state_of(2))
+    monkeypatch.undo()
+    msg = str(e.value)
+    assert words in msg and ('free disk space' in msg) == (code == errno.EDQUOT), msg
+    assert verify_checkpoint(tmp_path/step_dir_name(1)) is None
+
+# ---------------------------------------------------------------------------------------------------------------
+# nothing non-finite is committed
+
+@pytest.mark.parametrize('blocking', [True, False])
+@pytest.mark.parametrize('bad', [float('nan'), float('inf'), -float('inf')])
+def test_nonfinite_state_refused(tmp_path, blocking, bad):
+    ck = save_steps(tmp_path, [1])
+    before = tree(tmp_path)
+    state = {'model': {'w': torch.ones(3), 'b': torch.tensor([0., bad])}, 'rng': torch.zeros(4, dtype=torch.uint8)}
+    with pytest.raises(ckmod.NonFiniteStateError) as e:
+        ck.save(2, state, blocking=blocking, rows=[{'step': 2, 'loss': 1.0}])
+        ck.wait()
+    assert 'model.b hold NaN or inf' in str(e.value) and str(tmp_path/step_dir_name(1)) in str(e.value)
+    assert tree(tmp_path) == before and ck.last_committed == tmp_path/step_dir_name(1)
+    ck.save(3, state_of(3), rows=[])  # the refused save's rows are not lost: they land with the next commit
+    assert [__import__('json').loads(l)['step'] for l in (tmp_path/'metrics.jsonl').read_text().splitlines()] == [2]
+
+# ---------------------------------------------------------------------------------------------------------------
+# retention: only verified checkpoints count toward keep; the last salvageable one is never deleted
+
+def test_manifestless_state_survives_the_next_commits(tmp_path):
+    save_steps(tmp_path, [1, 2])
+    (tmp_path/step_dir_name(2)/'manifest.json').unlink()   # intact state.pt, lost manifest: salvageable
+    (tmp_path/step_dir_name(1)/'state.pt').write_bytes(b'x')  # corrupt
+    salvage = (tmp_path/step_dir_name(2)/'state.pt').read_bytes()
+    ck = Checkpointer(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        assert ck.load() is None
+    ck.save(3, state_of(3))
+    assert (tmp_path/step_dir_name(2)/'state.pt').read_bytes() == salvage
+    assert sorted(s for s, _ in ckmod.step_dirs(tmp_path)) == [1, 2, 3]
+    ck.save(4, state_of(4))  # two verified checkpoints are newer now: the damaged ones may go
+    assert sorted(s for s, _ in ckmod.step_dirs(tmp_path)) == [3, 4]
+
+def test_corrupt_checkpoints_do_not_count_toward_keep(tmp_path):
+    ck = save_steps(tmp_path, [1, 2, 3], keep=3)
+    for s in (2, 3): flip_byte(tmp_path/step_dir_name(s))
+    ck = Checkpointer(tmp_path, keep=2)
+    ck.save(4, state_of(4))
+    assert ckmod.verified_checkpoints(tmp_path) == [(4, tmp_path/step_dir_name(4)), (1, tmp_path/step_dir_name(1))]
+
+def test_verified_checkpoints_across_roots(tmp_path):
+    save_steps(tmp_path/'a', [1, 2])
+    save_steps(tmp_path/'b', [2, 3])
+    drop_meta(tmp_path/'b'/step_dir_name(3))
+    got = ckmod.verified_checkpoints([tmp_path/'a', tmp_path/'b', tmp_path/'missing'])
+    assert got == [(2, tmp_path/'a'/step_dir_name(2)), (2, tmp_path/'b'/step_dir_name(2)), (1, tmp_path/'a'/step_dir_name(1))]
+    assert ckmod.verified_checkpoints(tmp_path/'b', limit=1) == [(2, tmp_path/'b'/step_dir_name(2))]
+
+# ---------------------------------------------------------------------------------------------------------------
+# no silent fresh start; the data guard
+
+def test_fresh_start_refused_when_checkpoints_fail_or_resume_root_is_empty(tmp_path):
+    save_steps(tmp_path/'work', [1, 2])
+    for s in (1, 2): truncate(tmp_path/'work'/step_dir_name(s))
+    (tmp_path/'empty').mkdir()
+    (tmp_path/'notes').mkdir(); (tmp_path/'notes'/'readme.txt').write_text('hi')
+    ck = Checkpointer(tmp_path/'work', read_roots=[tmp_path/'empty', tmp_path/'missing', tmp_path/'notes'])
+    assert load_quiet(ck)[0] is None
+    with pytest.raises(ckmod.ResumeRefused) as e: ck.check_fresh_start()
+    msg = str(e.value)
+    for s in (1, 2): assert str(tmp_path/'work'/step_dir_name(s)) in msg
+    assert 'truncated' in msg and 'it is empty' in msg and 'does not exist' in msg and 'readme.txt' in msg
+    assert 'allow_fresh_start=True' in msg
+    assert len(ck.check_fresh_start(allow=True)) == 5
+    fresh = Checkpointer(tmp_path/'brand_new')
+    assert fresh.load() is None and fresh.check_fresh_start() == []
+
+def test_data_guard(tmp_path):
+    a = ckmod.data_fingerprint(torch.randn(3000, 4).numpy())
+    b = ckmod.data_fingerprint(torch.randn(3000, 4).numpy())
+    assert a['id'] != b['id'] and a['emb']['shape'] == b['emb']['shape']
+    Checkpointer(tmp_path, data=a).save(1, state_of(1))
+    with pytest.raises(ckmod.ResumeRefused) as e: Checkpointer(tmp_path, data=b).load()
+    msg = str(e.value)
+    assert a['id'] in msg and b['id'] in msg and 'emb.sample_sha256' in msg and 'allow_data_change=True' in msg
+    assert Checkpointer(tmp_path, data=b).load(allow_data_change=True).step == 1
+    assert Checkpointer(tmp_path, data=a).load().step == 1
+
+def test_data_fingerprint_reads_only_a_sample_of_a_memmap(tmp_path):
+    import numpy as np
+    arr = np.lib.format.open_memmap(tmp_path/'x.npy', 'w+', np.float32, (200_000, 64))
+    arr[:] = 1.0; arr.flush()
+    mm = np.load(tmp_path/'x.npy', mmap_mode='r')
+    fp = ckmod.data_fingerprint(mm)
+    assert fp == ckmod.data_fingerprint(np.load(tmp_path/'x.npy'))  # same as the array in memory
+    unsampled = sorted(set(range(200_000)) - set(ckmod._sample_index(200_000, 1024, 0).tolist()))[0]
+    arr[unsampled] = 2.0; arr.flush()
+    assert ckmod.data_fingerprint(np.load(tmp_path/'x.npy', mmap_mode='r')) == fp  # documented limit: a sample
+    arr[ckmod._sample_index(200_000, 1024, 0)[0]] = 2.0; arr.flush()
+    assert ckmod.data_fingerprint(np.load(tmp_path/'x.npy', mmap_mode='r'))['id'] != fp['id']
+
+# ---------------------------------------------------------------------------------------------------------------
+# the metrics file: rows of a save that failed are kept, phantom rows of a killed run are cut
+
+def rows_in(path): return [__import__('json').loads(l)['step'] for l in Path(path).read_text().splitlines()]
+
+def test_metrics_rows_survive_a_failed_save(tmp_path, monkeypatch):
+    ck = Checkpointer(tmp_path)
+    ck.save(2, state_of(2), rows=[{'step': 1}, {'step': 2}])
+    monkeypatch.setattr(os, 'fsync', fail_nth(os.fsync, 2))  # metrics.jsonl fsynced, then state.pt fails
+    with pytest.raises(CheckpointSaveError): ck.save(4, state_of(4), rows=[{'step': 3}, {'step': 4}])
+    monkeypatch.undo()
+    ck.save(5, state_of(5), rows=[{'step': 5}])
+    assert rows_in(tmp_path/'metrics.jsonl') == [1, 2, 3, 4, 5]
+
+def test_restore_metrics_from_read_root_and_fallback(tmp_path):
+    prev, work = tmp_path/'prev', tmp_path/'work'
+    ck = Checkpointer(prev)
+    ck.save(2, state_of(2), rows=[{'step': 1}, {'step': 2}], meta={'history': [{'step': 2}]})
+    ck._append_metrics([{'step': 3}], 3)  # phantom: killed before step 3 committed
+    w = Checkpointer(work, read_roots=[prev])
+    w.restore_metrics(w.load())
+    assert rows_in(work/'metrics.jsonl') == [1, 2] and rows_in(prev/'metrics.jsonl') == [1, 2, 3]  # read root untouched
+    (prev/'metrics.jsonl').write_text('')  # lost: fall back to the history, with a warning
+    w = Checkpointer(tmp_path/'w2', read_roots=[prev])
+    found = w.load()
+    with pytest.warns(UserWarning, match='lost'): w.restore_metrics(found, fallback=found.meta['history'])
+    assert rows_in(tmp_path/'w2'/'metrics.jsonl') == [2]

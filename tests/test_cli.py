@@ -1,7 +1,7 @@
 """The `letter8` console entry point: every subcommand, `--help` everywhere, and exit codes scripts can use
 (0 ok, 1 failed, 2 usage); `letter8 run` end to end with a real papermill kernel, then `encode` and `probe` on
 what it trained."""
-import contextlib, io, json, subprocess, sys
+import contextlib, io, json, os, subprocess, sys, time
 from pathlib import Path
 import numpy as np
 import pytest, yaml
@@ -100,3 +100,105 @@ def test_run_on_two_ranks(tmp_path):
     assert [s['world_size'] for s in Checkpointer(run/'checkpoints').load().meta['ledger']] == [2]
     table = CodeTable.load(run/'codes')
     assert len(table) == 600 and len(np.unique(table.codes, axis=0)) == 600
+
+RUN_TINY = ['--catalog-items', 500, '--threads', 1]
+
+def test_two_runs_on_one_folder(tmp_path):
+    "A second `letter8 run` on a folder another run is writing fails at once, naming the holder; the first run loses nothing."
+    from letter8_tokenizer.segments import read_lock, verify_export, RunPaths
+    args = ['run', '--experiment', 'one', '--out', tmp_path, '--overrides', '{"optim.epochs": 30}', *RUN_TINY]
+    a = subprocess.Popen([LETTER8, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run, t = tmp_path/'one', time.time()
+    while read_lock(run) is None and a.poll() is None and time.time() - t < 300: time.sleep(0.05)
+    assert a.poll() is None, a.communicate()
+    rc, out, err = call(*args)
+    assert rc == 1 and f'locked by pid {a.pid}' in err and 'letter8 run --force' in err, err
+    so, se = a.communicate(timeout=600)
+    assert a.returncode == 0, so + se
+    st = json.loads((run/'status.json').read_text())
+    assert st['done'] and verify_export(RunPaths(run), st['step']) is None and read_lock(run) is None
+    ledger = [json.loads(l) for l in (tmp_path/'segments.jsonl').read_text().splitlines()]
+    assert [l['segment'] for l in ledger] == ['segment-000'] and ledger[0]['stop_reason'] == 'done'
+
+HOOK = """import errno, os
+if os.environ.get('LETTER8_SEGMENT'):  # only inside segment kernels: the probe report hits a full disk half-way
+    import letter8_tokenizer.probe as _probe
+    def _full(report, out_dir, title=''):
+        os.makedirs(out_dir, exist_ok=True)
+        open(os.path.join(out_dir, 'probe.html'), 'w').write('<html>half a page')
+        raise OSError(errno.ENOSPC, 'No space left on device', os.path.join(str(out_dir), 'probe.json'))
+    _probe.write_report = _full
+"""
+
+def test_disk_full_during_export(tmp_path, monkeypatch):
+    "ENOSPC while the export is written: a clear message, no retry, the run stays 'trained' with no half folder; the next run exports only."
+    from letter8_tokenizer.segments import read_status, verify_export, RunPaths
+    from letter8_tokenizer.checkpoint import step_dirs
+    (tmp_path/'hook').mkdir(); (tmp_path/'hook'/'sitecustomize.py').write_text(HOOK)
+    monkeypatch.setenv('PYTHONPATH', os.pathsep.join([str(tmp_path/'hook'), *filter(None, [os.environ.get('PYTHONPATH')])]))
+    args = ['run', '--experiment', 'full', '--out', tmp_path/'runs', *RUN_TINY]
+    rc, out, err = call(*args)
+    assert rc == 1 and 'No space left on device' in out and 'Free disk space and run again' in out and 'not retried' in out, out + err
+    run = tmp_path/'runs'/'full'
+    st = read_status(run)
+    assert st['status'] == 'trained' and not st['done']
+    assert not (run/'export.json').exists() and not (run/'probe').exists()
+    assert not [p.name for p in run.glob('.*') if p.is_dir()]  # no temporary folder left behind
+    ckpts = sorted(p.name for _, p in step_dirs(run/'checkpoints'))
+    monkeypatch.undo()
+    rc, out, err = call(*args)
+    assert rc == 0, out + err
+    ledger = [json.loads(l) for l in (tmp_path/'runs'/'segments.jsonl').read_text().splitlines()]
+    assert [(l['stop_reason'], l['steps']) for l in ledger] == [('error', ledger[0]['steps']), ('done', 0)]
+    assert sorted(p.name for _, p in step_dirs(run/'checkpoints')) == ckpts
+    assert verify_export(RunPaths(run), st['step']) is None
+
+def test_encode_wrong_width(trained, tmp_path):
+    tmp, rc, _, _ = trained
+    np.save(tmp_path/'wide.npy', np.zeros((4, 300), np.float32))
+    rc, _, err = call('encode', tmp/'runs'/'tiny-run'/'tokenizer', tmp_path/'wide.npy', tmp_path/'c.npy')
+    assert rc == 1 and 'width 300' in err and 'trained on width 128' in err and 'mat1' not in err
+
+@pytest.fixture(scope='module')
+def partial(tmp_path_factory):
+    "A run cut short: its only segment SIGKILLed 2 s into training, leaving committed checkpoints and no export."
+    tmp = tmp_path_factory.mktemp('partial')
+    rc, out, err = call('run', '--experiment', 'part', '--out', tmp, '--overrides', '{"optim.epochs": 400}', '--max-segments', 1,
+                        '--retries', 0, '--kill-segment', 0, '--kill-after', 2, *RUN_TINY)
+    assert rc == 1 and 'killed' in out, out + err
+    return tmp/'part'
+
+def rerun(src, tmp_path, *extra, prepare=None):
+    "Copy the partial run (`prepare` it) and run it again; exit code, output, the run folder, and its checkpoint files before the rerun."
+    import shutil
+    run = tmp_path/'part'; shutil.copytree(src, run)
+    if prepare: prepare(run)
+    before = {p.relative_to(run/'checkpoints').as_posix(): p.read_bytes() for p in (run/'checkpoints').glob('step-*/*') if p.is_file()}
+    rc, out, err = call('run', '--experiment', 'part', '--out', tmp_path, '--overrides', '{"optim.epochs": 400}', *RUN_TINY, *extra)
+    return rc, out + err, run, before
+
+def kept(run, before):
+    "Every file of every checkpoint that existed before is still there, byte for byte (metrics rows past the last commit may be cut)."
+    return all((run/'checkpoints'/k).is_file() and (run/'checkpoints'/k).read_bytes() == v for k, v in before.items())
+
+def test_all_checkpoints_corrupt(partial, tmp_path):
+    def corrupt(run):
+        for st in (run/'checkpoints').glob('step-*/state.pt'): st.write_bytes(st.read_bytes()[:-7])
+    rc, out, run, before = rerun(partial, tmp_path, prepare=corrupt)
+    assert rc == 1 and 'ResumeRefused' in out and 'not retried' in out and 'allow_fresh_start' in out, out
+    assert 'segment-001' not in out  # one segment, no retries
+    assert kept(run, before) and not (run/'export.json').exists()
+
+def test_wrong_resume_root(tmp_path):
+    "A new session told to resume from a folder that holds no checkpoint refuses to start afresh."
+    (tmp_path/'empty').mkdir()
+    rc, out, err = call('run', '--experiment', 'fresh', '--out', tmp_path, '--resume-from', tmp_path/'empty', *RUN_TINY)
+    assert rc == 1 and 'ResumeRefused' in out and str(tmp_path/'empty') in out and 'not retried' in out, out + err
+    assert not list((tmp_path/'fresh'/'checkpoints').glob('step-*'))  # nothing trained from scratch
+
+def test_changed_items_file(partial, tmp_path):
+    cat = partial/'catalog'
+    np.save(tmp_path/'other.npy', np.load(cat/'items.npy')[::-1].copy())  # same shape and dtype, other rows
+    rc, out, run, before = rerun(partial, tmp_path, '--items', tmp_path/'other.npy', '--cf', cat/'cf.npy', '--labels', cat/'labels.npy')
+    assert rc == 1 and 'ResumeRefused' in out and 'not retried' in out, out
+    assert kept(run, before)

@@ -4,7 +4,9 @@ the final progress panel (no stale 0% bar, no widget)."""
 import json, subprocess, sys
 from pathlib import Path
 import pytest
-from letter8_tokenizer.segments import run_segments, segment_notebook, read_status, RunReport
+from letter8_tokenizer.segments import (run_segments, segment_notebook, read_status, RunReport, RunPaths, verify_export, read_lock,
+                                        RunLockedError, committed)
+from letter8_tokenizer.checkpoint import step_dirs
 from letter8_tokenizer.codes import CodeTable
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -13,7 +15,7 @@ ENV = {'OMP_NUM_THREADS': 1, 'MKL_NUM_THREADS': 1}
 CONTRACT = {'experiment': ('str', '"demo"'), 'items_path': ('str', '""'), 'cf_path': ('str', '""'), 'labels_path': ('str', '""'),
             'catalog_items': ('int', '2000'), 'resume_from': ('str', '""'), 'work_dir': ('str', '"runs"'),
             'session_limit_s': ('float', '0.0'), 'margin_s': ('float', '5.0'), 'config_path': ('str', '""'),
-            'overrides': ('str', '"{}"'), 'kill_after_s': ('float', '0.0'), 'gpus': ('int', '0')}
+            'overrides': ('str', '"{}"'), 'kill_after_s': ('float', '0.0'), 'export_s': ('float', '0.0'), 'gpus': ('int', '0')}
 
 def outputs(nb_path):
     "Every output of every code cell of a saved notebook, and the notebook."
@@ -52,6 +54,7 @@ def test_chain_survives_kill_and_deadline(chain):
     assert len((run/'metrics.jsonl').read_text().splitlines()) == 120 * 8
     assert len(CodeTable.load(run/'codes')) == 2000
     assert (run/'tokenizer'/'model.pt').exists() and (run/'probe'/'probe.html').exists() and (run/'probe'/'probe.json').exists()
+    assert verify_export(RunPaths(run), st['step']) is None and read_lock(run) is None  # export committed, lock released
 
 def test_ledger_and_segment_files(chain):
     out, rep = chain
@@ -89,19 +92,70 @@ def test_already_done_runs_nothing(chain):
     again = run_segments(NB, out, dict(experiment='chain', overrides=json.dumps({'optim.epochs': 120})), progress=False)
     assert again.status == 'done' and again.segments == [] and 'already done' in again.message
 
+def test_partial_export_is_redone_without_training(chain):
+    """A done run whose export was cut short (a 0-byte model.pt, a lost probe.json) is not 'already done': the next
+    segment redoes the export from the last checkpoint, and trains nothing."""
+    out, rep = chain
+    run = Path(rep.run_dir)
+    weights = (run/'tokenizer'/'model.pt').read_bytes()
+    (run/'tokenizer'/'model.pt').write_bytes(b''); (run/'probe'/'probe.json').unlink()
+    ckpts, metrics = sorted(p.name for _, p in step_dirs(run/'checkpoints')), (run/'metrics.jsonl').read_text()
+    again = run_segments(NB, out, dict(experiment='chain', overrides=json.dumps({'optim.epochs': 120})), env=ENV, progress=False)
+    assert again.status == 'done' and len(again.segments) == 1, again
+    s = again.segments[0]
+    assert s.stop_reason == 'done' and s.steps == 0 and s.start_step == s.end_step == 120 * 8
+    assert sorted(p.name for _, p in step_dirs(run/'checkpoints')) == ckpts and (run/'metrics.jsonl').read_text() == metrics
+    assert verify_export(RunPaths(run), 120 * 8) is None and (run/'tokenizer'/'model.pt').read_bytes() == weights
+    text = '\n'.join(text_of(o) for o in outputs(s.notebook)[0])
+    assert 'this session: export' in text and 'tokenizer/model.pt does not match export.json' in text
+
+def test_done_run_with_other_parameters_is_refused(chain):
+    out, rep = chain
+    with pytest.raises(ValueError, match=r"already done, made with other parameters \(overrides: .*optim.epochs.*99"):
+        run_segments(NB, out, dict(experiment='chain', overrides=json.dumps({'optim.epochs': 99})), progress=False)
+    assert read_lock(Path(rep.run_dir)) is None
+
+def test_export_deferred_to_next_session_when_time_is_short(tmp_path):
+    """Segment 0 finishes training but its session has less time left than the export needs (export_s): it stops
+    'trained', with no export and not done; segment 1 exports only."""
+    rep = run_segments(NB, tmp_path, dict(experiment='late', catalog_items=500), max_segments=3, env=ENV, progress=False,
+                       segment_parameters={0: {'export_s': 1e6}})
+    assert rep.status == 'done', rep
+    s0, s1 = rep.segments
+    assert (s0.stop_reason, s0.done, s0.steps > 0) == ('trained', False, True)
+    assert (s1.stop_reason, s1.done, s1.steps, s1.start_step) == ('done', True, 0, s0.end_step)
+    text = '\n'.join(text_of(o) for o in outputs(s0.notebook)[0])
+    assert 'the next session exports' in text
+    assert verify_export(RunPaths(Path(rep.run_dir)), s0.end_step) is None
+
+def test_permanent_error_is_not_retried(tmp_path):
+    rep = run_segments(NB, tmp_path, dict(experiment='bad', items_path=str(tmp_path/'missing.npy')), max_segments=5,
+                       retries=3, env=ENV, progress=False)
+    assert rep.status == 'failed' and len(rep.segments) == 1 and rep.segments[0].permanent
+    assert rep.message.startswith('failed: FileNotFoundError:') and 'missing.npy' in rep.message and 'not retried' in rep.message
+    assert read_lock(Path(rep.run_dir)) is None
+
 def test_failing_cell_is_recorded_and_retries_are_bounded(tmp_path):
     rep = run_segments(NB, tmp_path, dict(experiment='bad', items_path=str(tmp_path/'missing.npy')), max_segments=5,
                        retries=0, segment_budget_s=30.5, env=ENV, progress=False)
     assert rep.status == 'failed' and len(rep.segments) == 1
     s = rep.segments[0]
     assert s.stop_reason == 'error' and 'FileNotFoundError' in s.error and 'missing.npy' in s.error
-    assert 'failed' in rep.message and 'retries=0' in rep.message and s.notebook in rep.message
+    assert rep.message.startswith('failed: FileNotFoundError') and s.notebook in rep.message
     _, nb = outputs(s.notebook)
     assert nb['metadata']['papermill']['exception'] is True
     assert read_status(Path(rep.run_dir))['status'] == 'running'  # the segment never finished
     assert len((tmp_path/'segments.jsonl').read_text().splitlines()) == 1
     _, nb = outputs(s.notebook)
     assert 'session_limit_s = 30.5' in json.dumps(nb)  # the budget reached the notebook as its session limit
+
+def test_transient_failures_are_retried_and_bounded(tmp_path):
+    "Killed kernels (an OOM kill, a preemption) are retried in a new kernel, `retries` times in a row, then the run fails."
+    rep = run_segments(NB, tmp_path, dict(experiment='flaky', catalog_items=500, overrides=json.dumps({'optim.epochs': 400})),
+                       max_segments=5, retries=1, env=ENV, progress=False,
+                       segment_parameters={0: {'kill_after_s': 0.5}, 1: {'kill_after_s': 0.5}})
+    assert rep.status == 'failed' and [s.stop_reason for s in rep.segments] == ['killed', 'killed']
+    assert not any(s.permanent for s in rep.segments) and 'retries=1' in rep.message and 'Kernel died' in rep.message
 
 def test_help_notebook_lists_the_contract():
     r = subprocess.run([str(Path(sys.executable).parent/'papermill'), '--help-notebook', str(NB)], capture_output=True, text=True, timeout=120)

@@ -1,0 +1,120 @@
+"""Does the tokenizer learn on real embeddings? Trained codes against residual_init codes and random codes.
+
+  python bench/bench_learning.py                          # WordNet 20k, all input transforms (default config)
+  python bench/bench_learning.py --n 0 --inputs as-is     # all 82,115 synsets
+  python bench/bench_learning.py --catalog /work/cache/wordnet-20k --epochs 20
+
+The catalog: WordNet noun synsets (`wordnet_catalog`: lemmas + gloss embedded with the bundled MiniLM, 384-d,
+L2-normalised; labels: lexicographer file, hypernym at depth 1 and at depth 2). For each input transform (as
+given = L2-normalised, standardised per dimension, scaled by 1e-3 and by 1e3) one run of the default config
+(8 levels x 256 codes) is trained on CPU, and in the same run `residual_init` (RQ-KMeans on the transformed
+embeddings, the training-free init) and random codes (the trained codes permuted per level) are scored the same
+way: reconstruction MSE in the input space, linear probes at depths 1 and 2 per label level, neighbour ratio at
+depth 1, code usage and perplexity per level, collisions before resolution. Issue 13's bars are checked and
+printed. Writes bench/results/learning.json (or --out).
+"""
+import argparse, json, os, platform, sys, time
+from pathlib import Path
+import numpy as np, torch
+from letter8_tokenizer.config import Config, override
+from letter8_tokenizer.data import Items, wordnet_catalog
+from letter8_tokenizer.kmeans import residual_init
+from letter8_tokenizer.probe import shuffle_codes
+from letter8_tokenizer.model import (build_tokenizer, init_codebooks, make_optimizer, train_step, refresh_groups, encode, decode,
+                                     code_metrics, learning_health)
+
+TRANSFORMS = {'as-is': lambda x: x, 'standardised': lambda x: (x - x.mean(0)) / x.std(0),
+              'x1e-3': lambda x: x * 1e-3, 'x1e3': lambda x: x * 1e3}
+
+class Memory:
+    "An in-memory catalog with the interface `init_codebooks` reads."
+    def __init__(self, x): self.emb = x
+    def __len__(self): return len(self.emb)
+    def take(self, rows): return type('Rows', (), dict(emb=self.emb[rows]))()
+
+def train(x, cfg, log_every=5):
+    "Train `cfg` on the rows of `x` (shuffled each epoch with the config's seed); the model and the per-epoch history."
+    model = build_tokenizer(cfg); init_codebooks(model, Memory(x)); opt = make_optimizer(model)
+    rng, hist, t = np.random.default_rng(cfg.seed), [], time.perf_counter()
+    for ep in range(cfg.optim.epochs):
+        if ep and cfg.loss.diversity and ep % cfg.loss.diversity_refresh_epochs == 0: refresh_groups(model)
+        perm, sums = rng.permutation(len(x)), {}
+        for i in range(0, len(x), cfg.optim.batch_size):
+            for k, v in train_step(model, opt, x[perm[i:i + cfg.optim.batch_size]]).items(): sums.setdefault(k, []).append(v)
+        hist.append({k: float(np.mean(v)) for k, v in sums.items()})
+        if log_every and (ep % log_every == 0 or ep == cfg.optim.epochs - 1):
+            h = hist[-1]
+            print(f"  epoch {ep + 1:3d}: recon_rel {h['recon_rel']:.3f}  latent_spread {h['latent_spread']:.3f}  commitment {h['commitment']:.3g}  "
+                  f"{time.perf_counter() - t:.0f}s", flush=True)
+    return model, hist, time.perf_counter() - t
+
+def bars(t, i, r, k):
+    "Issue 13's bars for one input transform: name -> passed."
+    probes = [p for p in t if p.startswith('probe')]
+    return {'mse <= 0.8x init': t['mse'] <= 0.8 * i['mse'],
+            'probes >= init': all(t[p] >= i[p] for p in probes),
+            'probes > random + 0.05': all(t[p] > r[p] + 0.05 for p in probes),
+            'neighbour d1 < init': t['neighbour_d1'] < i['neighbour_d1'],
+            'usage >= 90%': t['min_used'] >= 0.9, 'perplexity >= k/2': t['min_perplexity'] >= 0.5,
+            'collisions <= init': t['collide'] <= i['collide']}
+
+def run(x0, labels, name, cfg, seed=0, health=True):
+    x = np.ascontiguousarray(TRANSFORMS[name](x0.astype(np.float64)).astype(np.float32))
+    sizes = [cfg.model.codebook_size] * cfg.model.levels
+    print(f"{name}: training {cfg.optim.epochs} epochs on {len(x):,} items", flush=True)
+    model, hist, secs = train(x, cfg)
+    codes = encode(model, x)
+    mse = float(((decode(model, codes) - x) ** 2).mean())
+    t0 = time.perf_counter()
+    init = residual_init(x, levels=cfg.model.levels, k=cfg.model.codebook_size, seed=seed)
+    init_s = time.perf_counter() - t0
+    init_mse = float(((sum(C[c] for C, c in zip(init.codebooks, init.codes.T)) - x) ** 2).mean())
+    rows = dict(trained=code_metrics(codes, x, sizes, labels, mse, seed), init=code_metrics(init.codes, x, sizes, labels, init_mse, seed),
+                random=code_metrics(shuffle_codes(codes, seed), x, sizes, labels, float(((decode(model, shuffle_codes(codes, seed)) - x) ** 2).mean()), seed))
+    health = learning_health(model, x, sample=5000, labels=labels, seed=seed) if health else None
+    return dict(transform=name, item_var=float(x.var(0).mean()), train_s=secs, init_s=init_s, history=hist, health=health and health.verdict,
+                health_message=health and str(health), bars=bars(rows['trained'], rows['init'], rows['random'], cfg.model.codebook_size), **rows)
+
+def table(r):
+    keys = [k for k in r['trained'] if k != 'mse'] 
+    print(f"\n{r['transform']} (item variance per dim {r['item_var']:.3g}; health: {r['health']})")
+    print('| metric | trained | init (residual_init) | random | trained / init |\n|---|---|---|---|---|')
+    for k in ['mse'] + keys:
+        t, i, rnd = r['trained'].get(k), r['init'].get(k), r['random'].get(k)
+        f = lambda v: '' if v is None else f"{v:.4g}"
+        print(f"| {k} | {f(t)} | {f(i)} | {f(rnd)} | {f(t / i) if i else ''} |")
+    print('bars: ' + ', '.join(f"{k}: {'PASS' if v else 'FAIL'}" for k, v in r['bars'].items()), flush=True)
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--catalog', default=None, help='folder of a wordnet_catalog; default /work/cache/wordnet-<n|full>, built if missing')
+    ap.add_argument('--n', type=int, default=20000, help='synsets (0: all)')
+    ap.add_argument('--inputs', default=','.join(TRANSFORMS), help='comma-separated transforms: ' + ', '.join(TRANSFORMS))
+    ap.add_argument('--epochs', type=int, default=None, help='default: the config default')
+    ap.add_argument('--set', default='{}', help='JSON of dotted config overrides')
+    ap.add_argument('--threads', type=int, default=None)
+    ap.add_argument('--no-health', action='store_true', help='skip learning_health (it fits another residual_init on 5,000 items)')
+    ap.add_argument('--out', default=str(Path(__file__).parent/'results'/'learning.json'))
+    a = ap.parse_args()
+    if a.threads: torch.set_num_threads(a.threads)
+    folder = a.catalog or f"/work/cache/wordnet-{a.n if a.n else 'full'}"
+    items = wordnet_catalog(folder, n_items=a.n or None, seed=0, progress=False) if not (Path(folder)/'items.npy').exists() else \
+            Items(Path(folder)/'items.npy', labels=Path(folder)/'labels.npy')
+    x0, labels = np.asarray(items.emb, np.float32), np.asarray(items.labels)
+    ov = json.loads(a.set)
+    if a.epochs: ov['optim.epochs'] = a.epochs
+    cfg = override(Config(), {'model.in_dim': x0.shape[1], **ov})
+    out = dict(catalog=folder, n=len(x0), dim=x0.shape[1], config=ov, levels=cfg.model.levels, k=cfg.model.codebook_size,
+               epochs=cfg.optim.epochs, torch_threads=torch.get_num_threads(), host=platform.node(), cpus=os.cpu_count(),
+               cuda=torch.cuda.is_available(), when=time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime()),
+               command=' '.join(sys.argv), runs=[])
+    for name in a.inputs.split(','):
+        out['runs'].append(run(x0, labels, name, override(cfg, {}), health=not a.no_health))
+        table(out['runs'][-1])
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        kept = json.loads(Path(a.out).read_text()) if Path(a.out).exists() else {}
+        kept[f"cpu_n{len(x0)}"] = out  # other sizes and the recorded sweep stay
+        Path(a.out).write_text(json.dumps(kept, indent=1))
+    print(f"\nwrote {a.out}")
+
+if __name__ == '__main__': main()
