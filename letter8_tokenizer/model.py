@@ -13,7 +13,7 @@ __all__ = ['TRY_COLLAPSED', 'TRY_INIT', 'mlp', 'sqdist', 'sinkhorn_codes', 'Quan
            'code_metrics', 'Health', 'learning_health']
 
 # %% ../nbs/03_model.ipynb #938ab096
-import math, json, copy, os, shutil, tempfile
+import math, json, copy, os, secrets, shutil, tempfile
 from dataclasses import dataclass, asdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -570,7 +570,7 @@ def save_tokenizer(model:Letter8, # the tokenizer
                   ) -> Path:
     "Write `model.pt` (state dict) and `config.json` into a temporary folder beside `path`, then swap it in whole."
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f'.{path.name}.tmp-', dir=path.parent))
+    tmp = path.with_name(f'.{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}'); tmp.mkdir()  # mode from the umask, as the folder it replaces
     try:
         write_durable(tmp/'model.pt', lambda f: torch.save(model.state_dict(), f))
         write_durable(tmp/'config.json', lambda f: f.write(json.dumps(config_to_dict(model.cfg), indent=1).encode()))
