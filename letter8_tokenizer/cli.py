@@ -205,7 +205,7 @@ def demo(out:str='runs/demo', # folder for both runs (its segmented/ and whole/ 
     segment_budget = segment_budget or round(start_s + max(train_s / 3, export_s + 2.0, 5.0), 1)
     kill_after = kill_after or round(min(3.0, (segment_budget - start_s) / 2), 1)
     print(f"\n2) segmented: {segment_budget:.0f}s per segment (reference: {start_s:.0f}s start-up, {train_s:.0f}s training), "
-          f"segment-001 killed after {kill_after:.1f}s of training", flush=True)
+          f"segment-001 killed after {kill_after:.1f}s of training (the planned kill: 'Kernel died' below is the fault drill, not a failure)", flush=True)
     seg = run_segments(None, out/'segmented', {**params, 'export_s': export_s}, max_segments=12, segment_budget_s=segment_budget, retries=2,
                        segment_parameters={1: {'kill_after_s': kill_after}}, env=env)
     print('\n' + _ledger_table(seg) + '\n')
