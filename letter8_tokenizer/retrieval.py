@@ -252,7 +252,8 @@ def encode(self:Retriever, hist:torch.Tensor # [b, items * levels] history token
 # %% ../nbs/14_retrieval.ipynb #2532f8be
 @patch
 def decode(self:Retriever, prefix:torch.Tensor, # [u, b, t] BOS then the first t - 1 tokens of b prefixes per user
-           memory:torch.Tensor, pad:torch.Tensor, # [u, s, d] and [u, s] from `encode`
+           memory:torch.Tensor, # [u, s, d] encoder states from `encode`
+           pad:torch.Tensor, # [u, s] their padding mask from `encode`
           ) -> torch.Tensor:
     "Decoder states `[u, b, t, d]`; state `l` of a prefix predicts level `l`."
     u, b, t = prefix.shape

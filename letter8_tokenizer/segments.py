@@ -374,7 +374,9 @@ def _stale(held:dict, max_age_s:float) -> str|None:
     return f"it is {age / 3600:.1f} h old (host {held.get('host')})" if age > max_age_s else None
 
 # %% ../nbs/08_segments.ipynb #1ae83c70
-def lock_message(root:Path, held:dict) -> str:
+def lock_message(root:Path, # the run folder
+                 held:dict, # the lock file's content: pid, host, start_utc, command, kernel_pid
+                ) -> str:
     "Who holds the lock of `root`, and what to do."
     k = f", kernel pid {held['kernel_pid']}" if held.get('kernel_pid') else ''
     return (f"{root} is locked by pid {held.get('pid')}{k} on host {held.get('host')} since {held.get('start_utc')} "
