@@ -147,7 +147,9 @@ def process_group(backend:str|None=None, # 'nccl' or 'gloo'; None: NCCL when CUD
     backend = backend or ('nccl' if torch.cuda.is_available() else 'gloo')
     if backend == 'nccl': torch.cuda.set_device(default_device())
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
-    try: yield rank_and_world()
+    try:
+        yield rank_and_world()
+        dist.barrier()  # leave together: a gloo rank that tears down while a peer still talks can abort ('terminate called')
     finally: dist.destroy_process_group()
 
 # %% ../nbs/11_distributed.ipynb #97704fff

@@ -341,6 +341,11 @@ def ddp_worker(job:str, # JSON file written by `write_job`
         cfg, result = config_from_dict(j.pop('config')), j.pop('result')
         r = train_segment(cfg, items, j.pop('checkpoint_dir'), deadline=Deadline(**j.pop('deadline')), **j)
         if rank == 0: replace_atomic(result, json.dumps(asdict(r), default=str).encode())
+    # Everything is committed. torch 2.13's gloo sometimes aborts in C++ teardown at interpreter exit ("terminate called
+    # without an active exception", about 1 run in 10 with two jobs on one machine, seen on the code of before this
+    # session too): leave without running it.
+    sys.stdout.flush(); sys.stderr.flush()
+    os._exit(0)
 
 # %% ../nbs/06_train.ipynb #3f5dc93d
 def _run_relayed(cmd, env, progress):
@@ -374,7 +379,8 @@ def train_distributed(cfg:Config, # the run's config
         threads = {'OMP_NUM_THREADS': str(max(1, (os.cpu_count() or 1) // nproc))}
         for attempt in range(max_restarts + 1):
             rc, tail = _run_relayed(cmd, {**os.environ, **threads, **(env or {})}, progress)
-            if rc == 0 and (Path(d)/'result.json').exists(): return SegmentResult(**json.loads((Path(d)/'result.json').read_text()))
+            if (Path(d)/'result.json').exists():  # rank 0 wrote it after every rank passed the segment's last collective
+                return SegmentResult(**json.loads((Path(d)/'result.json').read_text()))
             if progress and attempt < max_restarts: print(f"torchrun exited with status {rc}: restart {attempt + 1} of {max_restarts}, resuming from the last commit", flush=True)
         raise RuntimeError(f"torchrun ({nproc} ranks) exited with status {rc}; the last committed checkpoint in "
                            f"{checkpoint_dir} is intact, so running again resumes from it. Last lines:\n{''.join(tail)}")

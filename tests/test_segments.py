@@ -44,7 +44,9 @@ def test_chain_survives_kill_and_deadline(chain):
     assert rep.status == 'done', rep
     reasons = [s.stop_reason for s in rep.segments]
     assert reasons[0] == 'killed' and reasons[-1] == 'done', reasons
-    assert 'deadline' in reasons or len(reasons) == 2, reasons  # a very fast machine may finish segment 1
+    # segment 1 stops at its 12 s deadline; a fast machine finishes training in it instead and either exports there
+    # (2 segments) or, short of time for the export, says 'trained' and leaves the export to segment 2
+    assert 'deadline' in reasons or 'trained' in reasons or len(reasons) == 2, reasons
     for a, b in zip(rep.segments, rep.segments[1:]): assert b.start_step == a.end_step
     assert rep.segments[-1].end_step == rep.final['step'] == 120 * 8
     st = read_status(Path(rep.run_dir))
@@ -80,12 +82,13 @@ def test_saved_notebooks_show_final_progress(chain):
         raw = json.dumps(nb)
         assert 'application/vnd.jupyter.widget-view+json' not in raw and 'Error displaying widget' not in raw
         assert 'widgets' not in nb['metadata']
-        if s.stop_reason == 'killed': continue
+        if s.stop_reason == 'killed' or s.start_step == s.end_step: continue  # killed, or a session that only exported
         panels = [html_of(o) for o in outs if 'step ' in html_of(o) and '/ ' in html_of(o)]
         assert len(panels) == 1, [s.segment, len(panels)]  # one panel, updated in place
         assert f"<b>step {s.end_step:,} / {120 * 8:,}" in panels[0], panels[0][:120]
         if s.stop_reason == 'done': assert '(100.0%)' in panels[0]
-        assert 'status' in panels[0] and s.stop_reason in panels[0]
+        trained = 'done' if s.stop_reason == 'trained' else s.stop_reason  # training done, export left to the next session
+        assert 'status' in panels[0] and trained in panels[0]
 
 def test_already_done_runs_nothing(chain):
     out, rep = chain
