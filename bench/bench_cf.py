@@ -15,7 +15,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from letter8_tokenizer.sequences import read_inter_json, leave_one_out
-from letter8_tokenizer.cf import CFConfig, CFTrainer, fit_cf, save_cf
+from letter8_tokenizer.cf import CFConfig, CFTask, fit_cf, save_cf
 
 PUBLISHED = {  # SASRec on Amazon Beauty, leave-one-out, full ranking
     'SASRec (TIGER, Table 2)': {'recall@5': 0.0387, 'ndcg@5': 0.0249, 'recall@10': 0.0605, 'ndcg@10': 0.0318},
@@ -38,17 +38,17 @@ def main():
     t0 = time.time()
     split = leave_one_out(read_inter_json(a.inter))
     cfg = CFConfig(dim=a.dim, epochs=a.epochs, patience=a.patience, dropout=a.dropout)
-    trainer = CFTrainer(split, cfg, device=a.device)
+    trainer = CFTask(split, cfg, device=a.device)
     res = fit_cf(trainer)
     secs = time.time() - t0
     if a.cf_out: save_cf(trainer.model, a.cf_out)
-    print(f"\n{split}\ntrained {trainer.epoch} epochs (best {res['best_epoch']}) in {secs:.0f} s on {trainer.device}\n")
+    print(f"\n{split}\ntrained {len(trainer.history)} epochs (best {res['best_epoch']}) in {secs:.0f} s on {trainer.device}\n")
     print("| model | Recall@5 | NDCG@5 | Recall@10 | NDCG@10 | ours / theirs (NDCG@10) |\n|---|---|---|---|---|---|")
     ours = res['test']
     print(f"| letter8 SASRec (this run) | {ours['recall@5']:.4f} | {ours['ndcg@5']:.4f} | {ours['recall@10']:.4f} | {ours['ndcg@10']:.4f} | - |")
     for name, m in PUBLISHED.items():
         print(f"| {name} | {m['recall@5']:.4f} | {m['ndcg@5']:.4f} | {m['recall@10']:.4f} | {m['ndcg@10']:.4f} | {ours['ndcg@10'] / m['ndcg@10']:.2f} |")
-    out = dict(data=a.inter, split=repr(split), config=cfg.__dict__, device=str(trainer.device), seconds=secs, epochs=trainer.epoch,
+    out = dict(data=a.inter, split=repr(split), config=cfg.__dict__, device=str(trainer.device), seconds=secs, epochs=len(trainer.history),
                best_epoch=res['best_epoch'], valid=res['valid'], test=ours, published=PUBLISHED, history=res['history'],
                env=dict(python=platform.python_version(), torch=torch.__version__, threads=torch.get_num_threads(), load=os.getloadavg()))
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)

@@ -29,7 +29,7 @@ Writes bench/results/deadline.json.
 import argparse, json, os, platform, time
 from pathlib import Path
 import numpy as np
-from letter8_tokenizer.checkpoint import Deadline
+from letter8_tokenizer.session import Deadline
 
 RULES = ['ours', 'timer', 'slurm-90s', 'tf-6xstep']
 

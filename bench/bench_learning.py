@@ -2,16 +2,21 @@
 
   python bench/bench_learning.py                          # WordNet 20k, all input transforms (default config)
   python bench/bench_learning.py --n 0 --inputs as-is     # all 82,115 synsets
-  python bench/bench_learning.py --catalog /work/cache/wordnet-20k --epochs 20
+  python bench/bench_learning.py --catalog /work/cache/wordnet-20k --epochs 10 --inputs as-is,l2
+  python bench/bench_learning.py --epochs 10 --no-refit                # without the per-epoch codebook refit
+  # the recorded 20k run (two processes; each writes its own file):
+  python bench/bench_learning.py --catalog /work/cache/wordnet-20k --epochs 10 --threads 1 --inputs as-is,l2,standardised
+  python bench/bench_learning.py --catalog /work/cache/wordnet-20k --epochs 10 --threads 1 --inputs x1e-3,x1e3 \
+      --tag _scaled --out bench/results/learning_scaled.json
 
 The catalog: WordNet noun synsets (`wordnet_catalog`: lemmas + gloss embedded with the bundled MiniLM, 384-d,
 L2-normalised; labels: lexicographer file, hypernym at depth 1 and at depth 2). For each input transform (as
-given = L2-normalised, standardised per dimension, scaled by 1e-3 and by 1e3) one run of the default config
-(8 levels x 256 codes) is trained on CPU, and in the same run `residual_init` (RQ-KMeans on the transformed
-embeddings, the training-free init) and random codes (the trained codes permuted per level) are scored the same
+given, L2-normalised again, standardised per dimension, scaled by 1e-3 and by 1e3) one run of the default config
+(8 levels x 256 codes) is trained on CPU, with `refit_codebooks` at the end of every epoch (--no-refit: without),
+and in the same run `residual_init` (RQ-KMeans on the transformed embeddings, the training-free init) and random codes (the trained codes permuted per level) are scored the same
 way: reconstruction MSE in the input space, linear probes at depths 1 and 2 per label level, neighbour ratio at
 depth 1, code usage and perplexity per level, collisions before resolution. Issue 13's bars are checked and
-printed. Writes bench/results/learning.json (or --out).
+printed, then one summary row per transform (ratios against init and random). Writes bench/results/learning.json (or --out).
 """
 import argparse, json, os, platform, sys, time
 from pathlib import Path
@@ -20,10 +25,10 @@ from letter8_tokenizer.config import Config, override
 from letter8_tokenizer.data import Items, wordnet_catalog
 from letter8_tokenizer.kmeans import residual_init
 from letter8_tokenizer.probe import shuffle_codes
-from letter8_tokenizer.model import (build_tokenizer, init_codebooks, make_optimizer, train_step, refresh_groups, encode, decode,
-                                     code_metrics, learning_health)
+from letter8_tokenizer.model import (build_tokenizer, init_codebooks, make_optimizer, train_step, refresh_groups, refit_codebooks,
+                                     encode, decode, code_metrics, learning_health)
 
-TRANSFORMS = {'as-is': lambda x: x, 'standardised': lambda x: (x - x.mean(0)) / x.std(0),
+TRANSFORMS = {'as-is': lambda x: x, 'l2': lambda x: x / np.linalg.norm(x, axis=1, keepdims=True), 'standardised': lambda x: (x - x.mean(0)) / x.std(0),
               'x1e-3': lambda x: x * 1e-3, 'x1e3': lambda x: x * 1e3}
 
 class Memory:
@@ -32,8 +37,8 @@ class Memory:
     def __len__(self): return len(self.emb)
     def take(self, rows): return type('Rows', (), dict(emb=self.emb[rows]))()
 
-def train(x, cfg, log_every=5):
-    "Train `cfg` on the rows of `x` (shuffled each epoch with the config's seed); the model and the per-epoch history."
+def train(x, cfg, log_every=5, refit=True):
+    "Train `cfg` on the rows of `x` (shuffled each epoch with the config's seed; `refit_codebooks` after each); the model and the per-epoch history."
     model = build_tokenizer(cfg); init_codebooks(model, Memory(x)); opt = make_optimizer(model)
     rng, hist, t = np.random.default_rng(cfg.seed), [], time.perf_counter()
     for ep in range(cfg.optim.epochs):
@@ -41,6 +46,7 @@ def train(x, cfg, log_every=5):
         perm, sums = rng.permutation(len(x)), {}
         for i in range(0, len(x), cfg.optim.batch_size):
             for k, v in train_step(model, opt, x[perm[i:i + cfg.optim.batch_size]]).items(): sums.setdefault(k, []).append(v)
+        if refit: sums['refit_latent_mse'] = [refit_codebooks(model, Memory(x))]
         hist.append({k: float(np.mean(v)) for k, v in sums.items()})
         if log_every and (ep % log_every == 0 or ep == cfg.optim.epochs - 1):
             h = hist[-1]
@@ -58,11 +64,11 @@ def bars(t, i, r, k):
             'usage >= 90%': t['min_used'] >= 0.9, 'perplexity >= k/2': t['min_perplexity'] >= 0.5,
             'collisions <= init': t['collide'] <= i['collide']}
 
-def run(x0, labels, name, cfg, seed=0, health=True):
+def run(x0, labels, name, cfg, seed=0, health=True, refit=True):
     x = np.ascontiguousarray(TRANSFORMS[name](x0.astype(np.float64)).astype(np.float32))
     sizes = [cfg.model.codebook_size] * cfg.model.levels
     print(f"{name}: training {cfg.optim.epochs} epochs on {len(x):,} items", flush=True)
-    model, hist, secs = train(x, cfg)
+    model, hist, secs = train(x, cfg, refit=refit)
     codes = encode(model, x)
     mse = float(((decode(model, codes) - x) ** 2).mean())
     t0 = time.perf_counter()
@@ -72,18 +78,29 @@ def run(x0, labels, name, cfg, seed=0, health=True):
     rows = dict(trained=code_metrics(codes, x, sizes, labels, mse, seed), init=code_metrics(init.codes, x, sizes, labels, init_mse, seed),
                 random=code_metrics(shuffle_codes(codes, seed), x, sizes, labels, float(((decode(model, shuffle_codes(codes, seed)) - x) ** 2).mean()), seed))
     health = learning_health(model, x, sample=5000, labels=labels, seed=seed) if health else None
-    return dict(transform=name, item_var=float(x.var(0).mean()), train_s=secs, init_s=init_s, history=hist, health=health and health.verdict,
+    return dict(transform=name, refit=refit, item_var=float(x.var(0).mean()), train_s=secs, init_s=init_s, history=hist, health=health and health.verdict,
                 health_message=health and str(health), bars=bars(rows['trained'], rows['init'], rows['random'], cfg.model.codebook_size), **rows)
 
 def table(r):
     keys = [k for k in r['trained'] if k != 'mse'] 
-    print(f"\n{r['transform']} (item variance per dim {r['item_var']:.3g}; health: {r['health']})")
-    print('| metric | trained | init (residual_init) | random | trained / init |\n|---|---|---|---|---|')
+    print(f"\n{r['transform']}, refit {r['refit']} (item variance per dim {r['item_var']:.3g}; health: {r['health']})")
+    print('| metric | trained | init (residual_init) | random | trained / init | trained / random |\n|---|---|---|---|---|---|')
     for k in ['mse'] + keys:
         t, i, rnd = r['trained'].get(k), r['init'].get(k), r['random'].get(k)
         f = lambda v: '' if v is None else f"{v:.4g}"
-        print(f"| {k} | {f(t)} | {f(i)} | {f(rnd)} | {f(t / i) if i else ''} |")
+        print(f"| {k} | {f(t)} | {f(i)} | {f(rnd)} | {f(t / i) if i else ''} | {f(t / rnd) if rnd else ''} |")
     print('bars: ' + ', '.join(f"{k}: {'PASS' if v else 'FAIL'}" for k, v in r['bars'].items()), flush=True)
+
+def summary(runs):
+    "One row per input transform: the trained codes as ratios of the init's and differences from random codes, measured in the same run."
+    print('\n| inputs | mse / init | mse / random | probes - init (min) | probes - random (min) | neighbour d1 / init | least perplexity | least used | collide / init | bars passed |')
+    print('|---|---|---|---|---|---|---|---|---|---|')
+    for r in runs:
+        t, i, rnd = r['trained'], r['init'], r['random']
+        probes = [k for k in t if k.startswith('probe')]
+        print(f"| {r['transform']} | {t['mse'] / i['mse']:.3f} | {t['mse'] / rnd['mse']:.3f} | {min(t[p] - i[p] for p in probes):+.4f} | "
+              f"{min(t[p] - rnd[p] for p in probes):+.3f} | {t['neighbour_d1'] / i['neighbour_d1']:.4f} | {t['min_perplexity']:.3f} | {t['min_used']:.3f} | "
+              f"{t['collide'] / max(i['collide'], 1e-12):.2f} | {sum(r['bars'].values())}/{len(r['bars'])} |")
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -94,6 +111,8 @@ def main():
     ap.add_argument('--set', default='{}', help='JSON of dotted config overrides')
     ap.add_argument('--threads', type=int, default=None)
     ap.add_argument('--no-health', action='store_true', help='skip learning_health (it fits another residual_init on 5,000 items)')
+    ap.add_argument('--no-refit', action='store_true', help='no refit_codebooks at epoch ends (the EMA codebooks alone)')
+    ap.add_argument('--tag', default='', help='suffix of the JSON key, so runs in parallel processes keep each other')
     ap.add_argument('--out', default=str(Path(__file__).parent/'results'/'learning.json'))
     a = ap.parse_args()
     if a.threads: torch.set_num_threads(a.threads)
@@ -109,12 +128,13 @@ def main():
                cuda=torch.cuda.is_available(), when=time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime()),
                command=' '.join(sys.argv), runs=[])
     for name in a.inputs.split(','):
-        out['runs'].append(run(x0, labels, name, override(cfg, {}), health=not a.no_health))
+        out['runs'].append(run(x0, labels, name, override(cfg, {}), health=not a.no_health, refit=not a.no_refit))
         table(out['runs'][-1])
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         kept = json.loads(Path(a.out).read_text()) if Path(a.out).exists() else {}
-        kept[f"cpu_n{len(x0)}"] = out  # other sizes and the recorded sweep stay
+        kept[f"cpu_n{len(x0)}{a.tag}"] = out  # other sizes and the recorded sweep stay
         Path(a.out).write_text(json.dumps(kept, indent=1))
+    summary(out['runs'])
     print(f"\nwrote {a.out}")
 
 if __name__ == '__main__': main()

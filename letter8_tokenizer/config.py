@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, fields, asdict, is_dataclass
 from pathlib import Path
 import difflib, json, math, typing
 import yaml
-from .checkpoint import hash_config, config_diff as dict_diff
+from .files import hash_config, config_diff as dict_diff
 
-# %% ../nbs/02_config.ipynb #d9a5b5aa
+# %% ../nbs/02_config.ipynb #c2df2e2b
 @dataclass
 class ModelConfig:
     "Encoder, codebooks and decoder."
@@ -30,6 +30,7 @@ class ModelConfig:
     normalize: bool = True # centre the inputs and divide by their RMS spread (fit on the init sample, saved with the weights)
     cf_dim: int|None = None # CF embedding size; None: from the data. A linear map aligns it when it differs from e_dim
 
+# %% ../nbs/02_config.ipynb #cd033f1c
 @dataclass
 class QuantizerConfig:
     "How codes are assigned and kept alive."
@@ -42,7 +43,9 @@ class QuantizerConfig:
     sinkhorn_iters: int = 50 # Sinkhorn iterations
     init_sample: int = 100_000 # items passed through the encoder for the residual k-means init
     init_niter: int = 20 # Lloyd iterations per level of the init
+    refit_every_epochs: int = 0 # exact Lloyd step of every codebook over `init_sample` items every this many epochs (0: never); undoes the EMA's drift (model page)
 
+# %% ../nbs/02_config.ipynb #c3c5b44d
 @dataclass
 class LossConfig:
     "Weights of each loss term, and their own settings."
@@ -56,6 +59,7 @@ class LossConfig:
     diversity_temperature: float = 1.0 # temperature of the diversity loss
     diversity_refresh_epochs: int = 1 # re-cluster the codes into groups every this many epochs
 
+# %% ../nbs/02_config.ipynb #656d0115
 @dataclass
 class OptimConfig:
     "Optimiser and length of the run."
@@ -65,6 +69,7 @@ class OptimConfig:
     epochs: int = 100 # passes over the catalog
     grad_clip: float|None = None # clip the gradient norm to this, when set
 
+# %% ../nbs/02_config.ipynb #03e18130
 @dataclass
 class DataConfig:
     "How items are read."
@@ -72,6 +77,7 @@ class DataConfig:
     mix: int = 4 # chunks shuffled together; memory is about mix * chunk_rows rows
     drop_last: bool = False # skip each epoch's last, smaller batch
 
+# %% ../nbs/02_config.ipynb #3611ec21
 @dataclass
 class ScheduleConfig:
     "Checkpoints and logging of a training segment."
@@ -80,6 +86,7 @@ class ScheduleConfig:
     keep: int = 3 # committed checkpoints kept (at least 2)
     log_every_s: float = 30.0 # progress lines in logs at most this often
 
+# %% ../nbs/02_config.ipynb #8109b52d
 @dataclass
 class Config:
     "Every hyperparameter of a run."
@@ -146,7 +153,7 @@ _POS, _NONNEG, _WEIGHT = _num(1), _num(0), _num(0)
 RANGES = {'model.in_dim': _num(1, none=True), 'model.e_dim': _num(1, none=True), 'model.levels': _num(1, 26), 'model.dropout': _num(0, 1, hi_open=True),
           'model.cf_dim': _num(1, none=True),
           'quantizer.ema_decay': _num(0, 1, True, True), 'quantizer.dead_after': _NONNEG, 'quantizer.sinkhorn_eps': _num(0, lo_open=True),
-          'quantizer.sinkhorn_iters': _POS, 'quantizer.init_sample': _POS, 'quantizer.init_niter': _POS,
+          'quantizer.sinkhorn_iters': _POS, 'quantizer.init_sample': _POS, 'quantizer.init_niter': _POS, 'quantizer.refit_every_epochs': _NONNEG,
           'loss.recon': _WEIGHT, 'loss.codebook': _WEIGHT, 'loss.commitment': _WEIGHT, 'loss.cf': _WEIGHT, 'loss.diversity': _WEIGHT,
           'loss.cf_temperature': _num(0, lo_open=True), 'loss.diversity_temperature': _num(0, lo_open=True),
           'loss.diversity_groups': _POS, 'loss.diversity_refresh_epochs': _POS,
@@ -179,12 +186,13 @@ def check_config(cfg:Config, # the config to check
     if q.update not in ('ema', 'grad'): raise _range_error('quantizer.update', q.update, "'ema' or 'grad'")
     return cfg
 
-# %% ../nbs/02_config.ipynb #b0a4b323
+# %% ../nbs/02_config.ipynb #c6e1301a
 def config_to_dict(cfg:Config, # the config
                   ) -> dict:
     "Plain nested data of `cfg`."
     return asdict(cfg)
 
+# %% ../nbs/02_config.ipynb #f860287a
 def load_config(path:str|Path # .yaml, .yml or .json
                ) -> Config:
     "Read a config file; missing keys keep their defaults."
@@ -201,6 +209,7 @@ def load_config(path:str|Path # .yaml, .yml or .json
     try: return config_from_dict(d or {})
     except (KeyError, TypeError, ValueError) as e: raise type(e)(f"{path}: {e.args[0]}") from None
 
+# %% ../nbs/02_config.ipynb #2bc5e6cf
 def save_config(cfg:Config, # the config
                 path:str|Path, # .yaml, .yml or .json
                ) -> Path:
@@ -210,6 +219,7 @@ def save_config(cfg:Config, # the config
     path.write_text(json.dumps(d, indent=1) if path.suffix == '.json' else yaml.safe_dump(d, sort_keys=False))
     return path
 
+# %% ../nbs/02_config.ipynb #3c9e7af9
 def override(cfg:Config, # base config (not modified)
              overrides:dict|None=None, # {'optim.lr': 3e-4, ...} dotted keys
             ) -> Config:

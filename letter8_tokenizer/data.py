@@ -6,7 +6,7 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/data.html.md"""
 
 # %% auto #0
 __all__ = ['EMBEDDING_DTYPES', 'MAX_ABS', 'TEXT_EXTRA', 'WORDNET_NOUNS', 'WORDNET_PACKAGE', 'NOUN_LEXFILES', 'check_embeddings',
-           'Batch', 'Items', 'read_rows', 'synthetic_catalog', 'same_label_distance_ratio', 'load_text_model', 'Meter',
+           'Batch', 'Items', 'read_rows', 'synthetic_catalog', 'same_label_distance_ratio', 'load_text_model',
            'embed_texts', 'csv_to_items', 'Synset', 'parse_synset', 'read_synsets', 'hypernym_chains', 'label_levels',
            'wordnet_labels', 'wordnet_catalog']
 
@@ -17,6 +17,8 @@ from itertools import islice
 import csv, functools, json, os, sys, time
 import numpy as np
 from fastcore.basics import patch
+from .progress import Progress
+from .files import write_atomic
 
 # %% ../nbs/00_data.ipynb #3a0d9eec
 EMBEDDING_DTYPES = (np.float16, np.float32)
@@ -78,6 +80,7 @@ class Batch(NamedTuple):
     cf: np.ndarray|None # CF embeddings, float32 [b, cf_dim]; None without CF
     labels: np.ndarray|None # integer labels [b, levels]; None without labels
 
+# %% ../nbs/00_data.ipynb #d6b7fa75
 class Items:
     "Item embeddings in `.npy` files (memory-mapped), with optional row-aligned CF embeddings and labels."
     def __init__(self,
@@ -104,27 +107,32 @@ class Items:
         self.cf_path, self.labels_path = cf, labels
 
     def __len__(self): return self.emb.shape[0]
-    @property
-    def dim(self) -> int:
-        "Size of an item embedding."
-        return self.emb.shape[1]
-    @property
-    def cf_dim(self) -> int|None:
-        "Size of a CF embedding (None without CF)."
-        return None if self.cf is None else self.cf.shape[1]
-    def __repr__(self):
-        extra = (f", cf_dim={self.cf_dim}" if self.cf is not None else "") + (f", label_levels={self.labels.shape[1]}" if self.labels is not None else "")
-        return f"Items({len(self):,} x {self.dim} {self.emb.dtype}{extra}, path={str(self.path)!r})"
 
-    def take(self, index:np.ndarray # global row ids
-            ) -> Batch:
-        "The rows `index` (read in increasing order, returned in the order given) as a float32 `Batch`."
-        index = np.asarray(index, np.int64)
-        order = np.argsort(index, kind='stable')
-        rows = np.empty(len(index), np.int64); rows[order] = np.arange(len(index))
-        def get(a): return None if a is None else np.asarray(a[index[order]])[rows]
-        emb, cf = get(self.emb), get(self.cf)
-        return Batch(index, emb.astype(np.float32), None if cf is None else cf.astype(np.float32), get(self.labels))
+# %% ../nbs/00_data.ipynb #6ba9573e
+@patch(as_prop=True)
+def dim(self:Items) -> int:
+    "Size of an item embedding."
+    return self.emb.shape[1]
+@patch(as_prop=True)
+def cf_dim(self:Items) -> int|None:
+    "Size of a CF embedding (None without CF)."
+    return None if self.cf is None else self.cf.shape[1]
+@patch
+def __repr__(self:Items):
+    extra = (f", cf_dim={self.cf_dim}" if self.cf is not None else "") + (f", label_levels={self.labels.shape[1]}" if self.labels is not None else "")
+    return f"Items({len(self):,} x {self.dim} {self.emb.dtype}{extra}, path={str(self.path)!r})"
+
+# %% ../nbs/00_data.ipynb #bf3eb86d
+@patch
+def take(self:Items, index:np.ndarray # global row ids
+        ) -> Batch:
+    "The rows `index` (read in increasing order, returned in the order given) as a float32 `Batch`."
+    index = np.asarray(index, np.int64)
+    order = np.argsort(index, kind='stable')
+    rows = np.empty(len(index), np.int64); rows[order] = np.arange(len(index))
+    def get(a): return None if a is None else np.asarray(a[index[order]])[rows]
+    emb, cf = get(self.emb), get(self.cf)
+    return Batch(index, emb.astype(np.float32), None if cf is None else cf.astype(np.float32), get(self.labels))
 
 # %% ../nbs/00_data.ipynb #dad44651
 def _chunks(n, rows): return [(s, min(s + rows, n)) for s in range(0, n, rows)]
@@ -141,6 +149,7 @@ def read_rows(arr:np.ndarray, # a `.npy` memmap (or any array)
             return np.fromfile(f, arr.dtype, (stop - start) * per_row).reshape((stop - start, *arr.shape[1:]))
     return np.asarray(arr[start:stop])
 
+# %% ../nbs/00_data.ipynb #f30e4ca8
 def _cat(parts): return Batch(*(None if p[0] is None else np.concatenate(p) for p in zip(*parts)))
 def _part(b, idx): return Batch(*(None if a is None else a[idx] for a in b))
 
@@ -160,6 +169,7 @@ def chunks(self:Items,
     "The catalog in order, as float32 `Batch`es of at most `rows` rows."
     for s, e in _chunks(len(self), rows or self.chunk_rows): yield self.rows(s, e)
 
+# %% ../nbs/00_data.ipynb #5c1a3a6a
 def _buffer_spans(n, chunk_rows, seed, epoch, mix):
     "The chunk spans of each shuffle buffer of an epoch, in the epoch's order."
     spans = _chunks(n, chunk_rows)
@@ -189,6 +199,7 @@ def batches(self:Items,
             yield _part(carry, slice(0, batch_size)); carry = _part(carry, slice(batch_size, None))
     if carry is not None and len(carry.index) and not drop_last: yield carry
 
+# %% ../nbs/00_data.ipynb #758e9137
 @patch
 def n_batches(self:Items,
               batch_size:int, # items per batch
@@ -206,6 +217,7 @@ def _tree_vectors(rng, branching, latent, scales):
         out.append(rng.normal(0, s / np.sqrt(latent), (nodes, latent)))
     return out
 
+# %% ../nbs/00_data.ipynb #2cc7b5eb
 def synthetic_catalog(out_dir:str|Path, # folder for items.npy, cf.npy, labels.npy, titles.json
                       n_items:int=20_000, # number of items
                       dim:int=128, # item embedding size
@@ -282,51 +294,6 @@ def load_text_model(model:str|Path|None=None, # a sentence-transformers model na
     finally:
         if shown: hf_logging.enable_progress_bar()
 
-# %% ../nbs/00_data.ipynb #fc4c8d46
-def _in_kernel() -> bool:
-    "Whether this runs in a Jupyter kernel, where a display can be updated in place."
-    try: from IPython import get_ipython
-    except ImportError: return False
-    return hasattr(get_ipython(), 'kernel')
-
-class Meter:
-    "Progress of `total` units: a display updated in place in a notebook, throttled printed lines elsewhere."
-    def __init__(self,
-                 total:int, # units in all
-                 unit:str='items', # what is counted, for the message
-                 every_s:float=30., # outside a notebook, print at most this often (and at the end)
-                 show:bool=True, # False: stay silent
-                 notebook:bool|None=None, # None: detect
-                 out=None, # stream for printed lines; default sys.stdout
-                ):
-        self.total, self.unit, self.every_s, self.show, self.out = total, unit, every_s, show, out
-        self.notebook = _in_kernel() if notebook is None else notebook
-        self.t0, self.last, self.done, self.handle = time.monotonic(), -np.inf, 0, None
-
-    def text(self) -> str:
-        "The current state as one line of text."
-        s = time.monotonic() - self.t0
-        rate = self.done / s if s > 0 else float('nan')
-        tail = f"in {s:.1f} s" if self.done >= self.total else f"{(self.total - self.done) / rate:.0f} s left" if rate > 0 else ''
-        return f"{self.done:,}/{self.total:,} {self.unit} ({100 * self.done / max(self.total, 1):.0f}%), {rate:,.0f} {self.unit}/s, {tail}"
-
-    def __call__(self,
-                 done:int, # units done so far
-                ):
-        "Record progress; redraw or print when due."
-        self.done, now = done, time.monotonic()
-        if not self.show: return
-        end = done >= self.total
-        if self.notebook:
-            if not end and now - self.last < 0.5: return
-            from IPython.display import HTML, display
-            h = HTML(f"<div><progress value='{done}' max='{self.total}' style='width:20em'></progress> {self.text()}</div>")
-            if self.handle is None: self.handle = display(h, display_id=True)
-            else: self.handle.update(h)
-        elif end or now - self.last >= self.every_s: print(self.text(), file=self.out or sys.stdout, flush=True)
-        else: return
-        self.last = now
-
 # %% ../nbs/00_data.ipynb #2c43869e
 def _encoder(model, # a loaded model, a callable, a name or folder, or None
              device:str|None=None, # where to load a model given by name (see `load_text_model`)
@@ -339,6 +306,7 @@ def _encoder(model, # a loaded model, a callable, a name or folder, or None
     raise TypeError(f"model={model!r}: pass a sentence-transformers model, a model name or folder, a function from a list "
                     "of texts to an array, or None for the bundled all-MiniLM-L6-v2.")
 
+# %% ../nbs/00_data.ipynb #bdfd68d7
 def _text_chunks(texts, # an iterable of strings
                  rows:int, # texts per chunk
                 ):
@@ -352,6 +320,37 @@ def _text_chunks(texts, # an iterable of strings
         yield start, chunk
         start += len(chunk)
 
+# %% ../nbs/00_data.ipynb #d2038385
+def _check_embed_args(texts, n, dtype, batch_size, chunk_rows) -> int:
+    "The number of texts, after checking the arguments of `embed_texts`."
+    if n is None:
+        try: n = len(texts)
+        except TypeError: raise TypeError("texts has no len(): pass n=, the number of texts it yields (it sizes the output).") from None
+    if n < 1: raise ValueError("no texts to embed: texts is empty.")
+    if np.dtype(dtype) not in EMBEDDING_DTYPES: raise ValueError(f"dtype={dtype!r}: use 'float32' or 'float16'.")
+    if batch_size < 1 or chunk_rows < 1: raise ValueError(f"batch_size={batch_size} and chunk_rows={chunk_rows} must be >= 1.")
+    return n
+
+def _checked_vectors(vecs, # what the model returned for one chunk
+                     n_texts:int, # texts in the chunk
+                     start:int, # row of its first text
+                     normalize:bool, # L2-normalise each row
+                    ) -> np.ndarray:
+    "The chunk's vectors as float32 rows, or a ValueError naming what the model got wrong."
+    vecs = np.asarray(vecs, np.float32)
+    if vecs.ndim != 2 or len(vecs) != n_texts:
+        raise ValueError(f"the model returned shape {vecs.shape} for {n_texts} texts; it must return one row per text.")
+    if not np.isfinite(vecs).all():
+        raise ValueError(f"text {start + int(np.flatnonzero(~np.isfinite(vecs).all(1))[0])} embedded to NaN or inf; check the model.")
+    return vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12) if normalize else vecs
+
+def _new_output(tmp, shape, dtype):
+    "An array in memory, or with `tmp` a `.npy` memmap written there."
+    if tmp is None: return np.empty(shape, dtype)
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    return np.lib.format.open_memmap(tmp, 'w+', np.dtype(dtype), shape)
+
+# %% ../nbs/00_data.ipynb #16f8dd8a
 def embed_texts(texts, # the texts: a sequence of strings, or an iterable of them with `n` given
                 model=None, # a sentence-transformers model (or name or folder), or a function texts -> array; None: the bundled all-MiniLM-L6-v2
                 out:str|Path|None=None, # write the embeddings to this `.npy`, chunk by chunk; None: return them in memory
@@ -360,38 +359,23 @@ def embed_texts(texts, # the texts: a sequence of strings, or an iterable of the
                 chunk_rows:int=4096, # texts embedded and written at a time; memory is about chunk_rows x dim floats
                 normalize:bool=True, # L2-normalise each row
                 dtype:str='float32', # 'float32' or 'float16' (half the disk and RAM)
-                progress:bool=True, # report progress (see `Meter`)
+                progress:bool=True, # report progress (see `progress.Progress`)
                 device:str|None=None, # where a model given by name runs: 'cpu', 'cuda'; None: the GPU when there is one
                ) -> np.ndarray:
     "Embed texts `chunk_rows` at a time: an `[n, dim]` array, or with `out` a `.npy` on disk (returned memory-mapped)."
-    if n is None:
-        try: n = len(texts)
-        except TypeError: raise TypeError("texts has no len(): pass n=, the number of texts it yields (it sizes the output).") from None
-    if n < 1: raise ValueError("no texts to embed: texts is empty.")
-    if np.dtype(dtype) not in EMBEDDING_DTYPES: raise ValueError(f"dtype={dtype!r}: use 'float32' or 'float16'.")
-    if batch_size < 1 or chunk_rows < 1: raise ValueError(f"batch_size={batch_size} and chunk_rows={chunk_rows} must be >= 1.")
-    encode, meter = _encoder(model, device), Meter(n, 'texts', show=progress)
+    n = _check_embed_args(texts, n, dtype, batch_size, chunk_rows)
+    encode, bar = _encoder(model, device), Progress(n, unit='texts', show=progress)
     dst = Path(out) if out is not None else None
     tmp = dst.with_name(dst.name + '.partial') if dst is not None else None
     arr, done = None, 0
     try:
         for start, chunk in _text_chunks(texts, chunk_rows):
             if start + len(chunk) > n: raise ValueError(f"texts yields more than n={n} texts: pass the right n.")
-            vecs = np.asarray(encode(chunk, batch_size), np.float32)
-            if vecs.ndim != 2 or len(vecs) != len(chunk):
-                raise ValueError(f"the model returned shape {vecs.shape} for {len(chunk)} texts; it must return one row per text.")
-            if not np.isfinite(vecs).all():
-                raise ValueError(f"text {start + int(np.flatnonzero(~np.isfinite(vecs).all(1))[0])} embedded to NaN or inf; check the model.")
-            if normalize: vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
-            if arr is None:
-                shape = (n, vecs.shape[1])
-                if tmp is None: arr = np.empty(shape, dtype)
-                else:
-                    tmp.parent.mkdir(parents=True, exist_ok=True)
-                    arr = np.lib.format.open_memmap(tmp, 'w+', np.dtype(dtype), shape)
+            vecs = _checked_vectors(encode(chunk, batch_size), len(chunk), start, normalize)
+            if arr is None: arr = _new_output(tmp, (n, vecs.shape[1]), dtype)
             arr[start:start + len(chunk)] = vecs
             done = start + len(chunk)
-            meter(done)
+            bar.update(texts=done, force=done >= n)
         if done != n: raise ValueError(f"texts yielded {done} texts, not n={n}: pass the right n.")
         if tmp is None: return arr
         arr.flush(); del arr
@@ -416,17 +400,18 @@ def _csv_rows(csv_path:Path, # the CSV
                              "id_column= or title_column= with one of those.")
         yield from r
 
+# %% ../nbs/00_data.ipynb #7eb391b6
 def _write_json_list(path:Path, # the JSON file to write (replaced atomically)
                      values, # an iterable of strings, written one at a time
                     ):
-    "Write a JSON list of strings without holding the list in memory."
-    tmp = path.with_name(path.name + '.partial')
-    with open(tmp, 'w') as f:
-        f.write('[')
-        for i, v in enumerate(values): f.write((', ' if i else '') + json.dumps(v))
-        f.write(']')
-    os.replace(tmp, path)
+    "Write a JSON list of strings without holding the list in memory (durably, through `files.write_atomic`)."
+    def write(f):
+        f.write(b'[')
+        for i, v in enumerate(values): f.write(((', ' if i else '') + json.dumps(v)).encode())
+        f.write(b']')
+    write_atomic(path, write)
 
+# %% ../nbs/00_data.ipynb #5e8fc7f0
 def csv_to_items(csv_path:str|Path, # CSV with a header row, one item per row
                  out_dir:str|Path, # folder for items.npy, titles.json and (with `id_column`) ids.json
                  text_column:str|list='title', # the column embedded, or several, joined with '. '
@@ -601,7 +586,7 @@ def wordnet_catalog(out_dir:str|Path, # folder for items.npy, labels.npy, titles
                     model=None, # as in `embed_texts`; None: the bundled all-MiniLM-L6-v2
                     batch_size:int=256, # texts per forward pass
                     depths:tuple=(1, 2), # hypernym depths below `entity` of label levels 1, 2, ...
-                    progress:bool=True, # report embedding progress (see `Meter`)
+                    progress:bool=True, # report embedding progress (see `progress.Progress`)
                     device:str|None=None, # where a model given by name runs; None: the GPU when there is one
                     rebuild:bool=False, # build again even when the folder holds a matching catalog
                    ) -> Items:

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 import torch
 import torch.distributed as dist
-from .kmeans import split_rows
+from .arrays import split_rows
 
 # %% ../nbs/11_distributed.ipynb #e8781f37
 def is_distributed() -> bool:

@@ -8,11 +8,11 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/retrieval.html.md"""
 __all__ = ['METRICS', 'PAD', 'BOS', 'FIRST', 'disambiguate', 'IdScheme', 'scheme_from_index_json', 'scheme_prefix',
            'random_scheme', 'random_like', 'rqkmeans_scheme', 'item_scheme', 'PrefixTrie', 'RetrieverConfig',
            'retriever_config', 'Retriever', 'retriever_loss', 'beam_search', 'rank_metrics', 'Batch', 'make_batch',
-           'check_batch', 'RetrieverTrainer', 'evaluate_scheme', 'summarise', 'results_table', 'plot_results',
-           'write_retrieval_report']
+           'check_batch', 'RetrieverTask', 'train_retriever_segment', 'evaluate_scheme', 'summarise', 'results_table',
+           'plot_results', 'write_retrieval_report', 'used_sizes', 'load_scheme', 'retrieval_run']
 
 # %% ../nbs/14_retrieval.ipynb #9efa7654
-import copy, html, json, math, time
+import copy, hashlib, html, json, math, time, tempfile
 from dataclasses import dataclass, asdict, fields
 from pathlib import Path
 from typing import NamedTuple
@@ -20,10 +20,14 @@ import numpy as np
 import torch
 from torch import nn
 import torch.nn.functional as F
-from .codes import check_codes, strings_to_codes
+from fastcore.meta import delegates
+from .codes import check_codes, strings_to_codes, CodeTable
 from .config import _build, _num, _range_error
 from .kmeans import residual_init
-from .sequences import Split, sample_arrays
+from .files import replace_atomic
+from .session import Deadline
+from .loop import Trainable, SegmentResult, run_segment
+from .sequences import Split, sample_arrays, leave_one_out, read_interactions, interactions_fingerprint
 from fastcore.basics import patch
 
 # %% ../nbs/14_retrieval.ipynb #1f090e60
@@ -357,9 +361,17 @@ def check_batch(split:Split, # the split the batch comes from
         test = make_batch(split, scheme, s, batch.hist.shape[1] // scheme.levels)
         assert torch.equal(test.hist, batch.hist[:, -test.hist.shape[1]:]) and (batch.hist[:, :-test.hist.shape[1]] == PAD).all(), "batch tokens differ from its positions"
 
-# %% ../nbs/14_retrieval.ipynb #0eae1a0c
-class RetrieverTrainer:
-    "A retriever's training run with explicit state: model, optimiser, RNG, position, early stopping."
+# %% ../nbs/14_retrieval.ipynb #0673f0fb
+def _retrieval_fingerprint(split:Split, scheme:IdScheme) -> dict:
+    "The interactions' fingerprint, the split's history length and a sha256 of the scheme's codes."
+    fp = dict(interactions_fingerprint(split.inter), split_max_len=int(split.max_len),
+              codes=hashlib.sha256(np.ascontiguousarray(scheme.codes, np.int64).tobytes()).hexdigest()[:16])
+    fp.pop('id')
+    return dict(id=hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:16], **fp)
+
+# %% ../nbs/14_retrieval.ipynb #5f13a95b
+class RetrieverTask(Trainable):
+    "A retriever's training run as a `loop.Trainable`: model, optimiser, early stopping on a fixed validation sample."
     def __init__(self, scheme:IdScheme, # the IDs
                  split:Split, # leave-one-out samples of interactions over the scheme's items
                  cfg:RetrieverConfig|dict|None=None, # hyperparameters
@@ -371,23 +383,23 @@ class RetrieverTrainer:
         self.opt = torch.optim.AdamW(self.model.parameters(), self.cfg.lr, weight_decay=self.cfg.weight_decay)
         n, v = len(split.valid), self.cfg.valid_users
         self.valid = split.valid[np.sort(np.random.default_rng([self.cfg.seed, 1]).choice(n, v, replace=False))] if 0 < v < n else split.valid
-        self.epoch, self.batch, self.best, self.best_epoch, self.bad, self.history = 0, 0, -1.0, -1, 0, []
-        self.loss_sum, self.loss_n = 0.0, 0  # the running epoch's training loss
-        self.best_model = None
+        self.epochs, self.log, self.best_model = self.cfg.epochs, None, None
+        self.best, self.best_epoch, self.bad, self.history, self.loss_sum, self.loss_n = -1.0, -1, 0, [], 0.0, 0
 
-    @property
+    def config(self) -> dict:
+        "The hyperparameters, hashed into every checkpoint."
+        return dict(asdict(self.cfg), sizes=[int(s) for s in self.scheme.sizes])
+    def data(self) -> dict:
+        "A fingerprint of the training data, checked on resume."
+        return _retrieval_fingerprint(self.split, self.scheme)
     def n_batches(self) -> int:
         "Batches per epoch."
         return -(-len(self.split.train) // self.cfg.batch_size)
 
-    @property
-    def done(self) -> bool:
-        "Whether training is over: all epochs run, or `patience` epochs without improvement."
-        return self.epoch >= self.cfg.epochs or self.bad >= self.cfg.patience
 
-# %% ../nbs/14_retrieval.ipynb #6825ece6
+# %% ../nbs/14_retrieval.ipynb #1210c1c8
 @patch
-def batches(self:RetrieverTrainer, epoch:int, # the epoch
+def batches(self:RetrieverTask, epoch:int, # the epoch
              start:int=0, # first batch (to resume mid-epoch)
             ):
     "Training batches of `epoch` from batch `start`, in an order fixed by the seed and the epoch; each one checked."
@@ -396,26 +408,25 @@ def batches(self:RetrieverTrainer, epoch:int, # the epoch
     order, pool = rng.permutation(len(train)), bs * self.cfg.bucket
     length = np.minimum(train[:, 1] - train[:, 0], self.cfg.max_len)
     order = np.concatenate([c[np.argsort(length[c], kind='stable')] for c in np.split(order, range(pool, len(order), pool))])
-    for i in rng.permutation(self.n_batches)[start:]:
+    for i in rng.permutation(self.n_batches())[start:]:
         batch = make_batch(self.split, self.scheme, train[order[i * bs:(i + 1) * bs]], self.cfg.max_len)
         check_batch(self.split, batch)
         yield batch
 
 @patch
-def step(self:RetrieverTrainer, batch:Batch # a training batch
-         ) -> float:
+def step(self:RetrieverTask, batch:Batch, # a training batch
+         shard=None) -> dict: # unused: one process
     "One optimiser step; the loss."
     self.model.train()
     self.opt.zero_grad(set_to_none=True)
     loss = retriever_loss(self.model, batch.hist, batch.target)
-    if not torch.isfinite(loss): raise FloatingPointError(f"retriever loss is {loss.item()} at epoch {self.epoch}, batch {self.batch}: lower lr.")
     loss.backward(); self.opt.step()
-    self.batch, self.loss_sum, self.loss_n = self.batch + 1, self.loss_sum + loss.item(), self.loss_n + 1
-    return loss.item()
+    self.loss_sum, self.loss_n = self.loss_sum + loss.item(), self.loss_n + 1
+    return {'loss': loss.item()}
 
 # %% ../nbs/14_retrieval.ipynb #0013f790
 @patch
-def recommend(self:RetrieverTrainer, samples:np.ndarray # [n, 2] samples (rows of split.valid or split.test)
+def recommend(self:RetrieverTask, samples:np.ndarray # [n, 2] samples (rows of split.valid or split.test)
               ) -> np.ndarray:
     "Top `beam` items `[n, beam]` for each sample's history, by constrained beam search over all items."
     out = []
@@ -425,57 +436,80 @@ def recommend(self:RetrieverTrainer, samples:np.ndarray # [n, 2] samples (rows o
     return np.concatenate(out)
 
 @patch
-def evaluate(self:RetrieverTrainer, samples:np.ndarray # [n, 2] samples to score
+def evaluate(self:RetrieverTask, samples:np.ndarray # [n, 2] samples to score
              ) -> dict:
     "Recall@5/10 and NDCG@5/10 of the held-out items of `samples`."
     return rank_metrics(self.recommend(samples), np.asarray(self.split.inter.items)[samples[:, 1]])
 
-# %% ../nbs/14_retrieval.ipynb #87ab0007
+# %% ../nbs/14_retrieval.ipynb #a88822f9
 @patch
-def end_epoch(self:RetrieverTrainer) -> dict:
-    "Score the validation sample, keep the best weights, count epochs without improvement; the epoch's row."
+def end_epoch(self:RetrieverTask, epoch:int # epochs completed
+             ) -> dict:
+    "Score the validation sample, keep the best weights, count epochs without improvement; the epoch's metrics."
     m = self.evaluate(self.valid)
-    row = dict(epoch=self.epoch, loss=self.loss_sum / max(self.loss_n, 1), **{f'valid_{k}': v for k, v in m.items()})
+    row = dict(epoch=epoch - 1, loss=self.loss_sum / max(self.loss_n, 1), **{f'valid_{k}': v for k, v in m.items()})
     if m[self.cfg.metric] > self.best:
-        self.best, self.best_epoch, self.bad = m[self.cfg.metric], self.epoch, 0
+        self.best, self.best_epoch, self.bad = m[self.cfg.metric], epoch - 1, 0
         self.best_model = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
     else: self.bad += 1
-    self.history.append(row); self.epoch, self.batch, self.loss_sum, self.loss_n = self.epoch + 1, 0, 0.0, 0
-    return row
+    self.history.append(row); self.loss_sum, self.loss_n = 0.0, 0
+    if self.log: self.log(row)
+    return {('epoch_loss' if k == 'loss' else k): v for k, v in row.items() if k != 'epoch'}
 
 @patch
-def fit(self:RetrieverTrainer, log=None # called with each epoch's row (e.g. print); None: silent
-        ) -> 'RetrieverTrainer':
-    "Train until `done`, from wherever the state is, then load the best weights."
-    while not self.done:
-        for b in self.batches(self.epoch, self.batch): self.step(b)
-        row = self.end_epoch()
-        if log: log(row)
+def finished(self:RetrieverTask, epoch:int # epochs completed
+            ) -> bool:
+    "All epochs run, or `patience` epochs without improvement."
+    return epoch >= self.cfg.epochs or self.bad >= self.cfg.patience
+
+# %% ../nbs/14_retrieval.ipynb #ed7c6fea
+_SCALARS = ('loss_sum', 'loss_n', 'best', 'best_epoch', 'bad', 'history', 'best_model')
+
+@patch
+def state(self:RetrieverTask) -> dict:
+    "Weights, optimiser and the early-stopping state."
+    return dict(model=self.model.state_dict(), optim=self.opt.state_dict(), **{k: getattr(self, k) for k in _SCALARS})
+
+@patch
+def load(self:RetrieverTask, state:dict): # a checkpoint's state
+    "Continue from `state`."
+    self.model.load_state_dict(state['model']); self.opt.load_state_dict(state['optim'])
+    for k in _SCALARS: setattr(self, k, copy.deepcopy(state[k]))
+
+# %% ../nbs/14_retrieval.ipynb #2f25b77a
+@patch
+def fit(self:RetrieverTask, log=None # called with each epoch's row (e.g. print); None: silent
+        ) -> 'RetrieverTask':
+    "Train to the end of the run through the segment loop, then load the best weights."
+    self.log = log
+    with tempfile.TemporaryDirectory(prefix='letter8-retriever-') as d:
+        r = run_segment(self, d, deadline=Deadline(limit_s=10**9, start=time.time()), progress=False)
+    if not r.done: raise RuntimeError(f"retriever training stopped before its end ({r.status}{': ' + r.message if r.message else ''}); use train_retriever_segment to train resumably.")
     if self.best_model is not None: self.model.load_state_dict(self.best_model)
     return self
 
-# %% ../nbs/14_retrieval.ipynb #a5640f91
-_SCALARS = ('epoch', 'batch', 'loss_sum', 'loss_n', 'best', 'best_epoch', 'bad', 'history')
-
-@patch
-def state_dict(self:RetrieverTrainer) -> dict:
-    "A copy of everything needed to continue this run bit for bit: weights, optimiser, torch RNG, position, early stopping."
-    return copy.deepcopy(dict(model=self.model.state_dict(), opt=self.opt.state_dict(), rng=torch.get_rng_state(),
-                              best_model=self.best_model, cfg=asdict(self.cfg), scheme=self.scheme.name, **{k: getattr(self, k) for k in _SCALARS}))
-
-@patch
-def load_state_dict(self:RetrieverTrainer, state:dict # from `state_dict`
-                    ) -> 'RetrieverTrainer':
-    "Continue from `state`; refused when it was saved under another config."
-    if state['cfg'] != asdict(self.cfg):
-        diff = {k: (state['cfg'].get(k), v) for k, v in asdict(self.cfg).items() if state['cfg'].get(k) != v}
-        raise ValueError(f"state was saved under another retriever config (saved, now): {diff}; build the trainer with the saved config.")
-    self.model.load_state_dict(state['model']); self.opt.load_state_dict(state['opt']); torch.set_rng_state(state['rng'])
-    self.best_model = state['best_model']
-    for k in _SCALARS: setattr(self, k, state[k])
-    return self
+@delegates(run_segment, but=['task', 'checkpoint_dir'])
+def train_retriever_segment(cfg:RetrieverConfig|dict|None, # hyperparameters
+                            scheme:IdScheme, # the IDs
+                            split:Split, # leave-one-out samples
+                            checkpoint_dir:str|Path, # working dir: checkpoints are written here
+                            **kwargs, # `run_segment`'s options: read_roots, deadline, max_steps, allow_*, progress, kill_after_s
+                           ) -> SegmentResult:
+    "One resumable segment of a retriever's training."
+    return run_segment(RetrieverTask(scheme, split, cfg), checkpoint_dir, **kwargs)
 
 # %% ../nbs/14_retrieval.ipynb #e13b5792
+def _result_row(tr:RetrieverTask, group:str|None, test_rows:np.ndarray, train_s:float, train_cpu_s:float) -> dict:
+    "Score the test samples with the trained task: a result row."
+    t1, c1 = time.perf_counter(), time.process_time()
+    test = tr.evaluate(test_rows)
+    t2, c2 = time.perf_counter(), time.process_time()
+    s = tr.scheme
+    return dict(scheme=s.name, group=group or s.name, levels=s.levels, sizes=list(s.sizes), collided=s.collided, epochs=len(tr.history),
+                best_epoch=tr.best_epoch, valid=tr.best, **test, train_s=round(train_s, 2), test_s=round(t2 - t1, 2),
+                train_cpu_s=round(train_cpu_s, 2), test_cpu_s=round(c2 - c1, 2), threads=torch.get_num_threads(),
+                test_users=len(test_rows), history=tr.history)
+
 def evaluate_scheme(scheme:IdScheme, # the IDs
                     split:Split, # leave-one-out samples
                     cfg:RetrieverConfig|dict|None=None, # hyperparameters
@@ -485,15 +519,8 @@ def evaluate_scheme(scheme:IdScheme, # the IDs
                    ) -> dict:
     "Train on `scheme` with early stopping, then score the test users: a result row (wall and process CPU seconds too)."
     t0, c0 = time.perf_counter(), time.process_time()
-    tr = RetrieverTrainer(scheme, split, cfg).fit(log)
-    t1, c1 = time.perf_counter(), time.process_time()
-    test_rows = split.test if test is None else test
-    test = tr.evaluate(test_rows)
-    t2, c2 = time.perf_counter(), time.process_time()
-    return dict(scheme=scheme.name, group=group or scheme.name, levels=scheme.levels, sizes=list(scheme.sizes),
-                collided=scheme.collided, epochs=tr.epoch, best_epoch=tr.best_epoch, valid=tr.best, **test,
-                train_s=round(t1 - t0, 2), test_s=round(t2 - t1, 2), train_cpu_s=round(c1 - c0, 2), test_cpu_s=round(c2 - c1, 2),
-                threads=torch.get_num_threads(), test_users=len(test_rows), history=tr.history)
+    tr = RetrieverTask(scheme, split, cfg).fit(log)
+    return _result_row(tr, group, split.test if test is None else test, time.perf_counter() - t0, time.process_time() - c0)
 
 # %% ../nbs/14_retrieval.ipynb #8987ebe7
 def summarise(results:list[dict] # rows of `evaluate_scheme`
@@ -557,3 +584,54 @@ def write_retrieval_report(results:list[dict], # rows of `evaluate_scheme`
             + ''.join(f'<th>{m}</th>' for m in METRICS) + f"</tr>{rows}</table><p><img src='retrieval.png' alt='bar chart'></p>")
     (out/'.retrieval.html.tmp').write_text(page); (out/'.retrieval.html.tmp').replace(out/'retrieval.html')
     return out
+
+# %% ../nbs/14_retrieval.ipynb #2241d346
+def used_sizes(codes # [n_items, levels] integer codes
+              ) -> list[int]:
+    "Codes per level as the codes use them (largest code + 1): the shape random IDs of 'the same shape' copy."
+    return (np.asarray(codes).max(0) + 1).astype(int).tolist()
+
+def load_scheme(spec:str|Path, # a `.index.json` or `.npy` path, a code table folder, 'random:<seed>' or 'items'
+                n_items:int, # catalog size
+                like:IdScheme|None=None, # the scheme a 'random:<seed>' copies the shape of
+               ) -> tuple[IdScheme, str]:
+    "The scheme `spec` names, and its group name for tables."
+    s = str(spec)
+    if s == 'items': return item_scheme(n_items), 'item ids'
+    if s.startswith('random:'):
+        if like is None: raise ValueError(f"{s!r} copies the shape of the first scheme: list a code file before it.")
+        return random_like(like, int(s.split(':', 1)[1])), 'random'
+    p = Path(s)
+    if p.is_dir(): return IdScheme(CodeTable.load(p), name=p.name), p.name
+    if p.suffix == '.npy': return IdScheme(c := np.load(p), sizes=used_sizes(c), name=p.stem), p.stem
+    if p.suffix == '.json':
+        x = scheme_from_index_json(p, n_items, 256)
+        return IdScheme(x.base, sizes=used_sizes(x.base), name=x.name), x.name
+    raise ValueError(f"ID scheme {s!r}: give a <dataset>.index.json, an integer .npy of codes, a code table folder, 'random:<seed>' or 'items'.")
+
+# %% ../nbs/14_retrieval.ipynb #924f5cf3
+@delegates(run_segment, but=['task', 'checkpoint_dir'])
+def retrieval_run(inter:str|Path, # `<dataset>.inter.json`, or a folder written by `save_csr`
+                  ids:list, # ID schemes, see `load_scheme`
+                  out_dir:str|Path, # run folder: checkpoints/, rows/, then the report
+                  config:dict|RetrieverConfig|None=None, # retriever hyperparameters (epochs, seed, ...)
+                  n_items:int|None=None, # catalog size; None: from the interactions
+                  **kwargs, # `run_segment`'s options: read_roots, deadline, max_steps, progress, ...
+                 ) -> dict:
+    "Train and score each scheme in a resumable segment; when all are done, write the report. `status` says where it stands."
+    out, cfg = Path(out_dir), retriever_config(config)
+    split = leave_one_out(read_interactions(inter, n_items), cfg.max_len)
+    rows, first = [], None
+    for k, spec in enumerate(ids):
+        scheme, group = load_scheme(spec, split.inter.n_items, first)
+        first, done = first or scheme, out/'rows'/f'{k:02d}.json'
+        if not done.exists():
+            t0, c0, tr = time.perf_counter(), time.process_time(), RetrieverTask(scheme, split, cfg)
+            r = run_segment(tr, out/'checkpoints'/f'{k:02d}', **kwargs)
+            if not r.done: return dict(status=r.status, scheme=scheme.name, result=asdict(r))
+            if tr.best_model is not None: tr.model.load_state_dict(tr.best_model)
+            done.parent.mkdir(parents=True, exist_ok=True)
+            replace_atomic(done, json.dumps(_result_row(tr, group, split.test, time.perf_counter() - t0, time.process_time() - c0)).encode())
+        rows.append(json.loads(done.read_text()))
+    write_retrieval_report(rows, out, meta=dict(inter=str(inter), ids=[str(i) for i in ids], config=asdict(cfg)))
+    return dict(status='done', rows=rows, report=str(out))

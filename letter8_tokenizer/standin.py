@@ -43,54 +43,61 @@ class KaggleStandin:
         self.lock = threading.Lock()
         self._threads = []
 
-    # ---- server lifecycle ----
-    def start(self):
-        "Serve on a free port of 127.0.0.1 (its address is `url`); returns the stand-in."
-        standin = self
+# %% ../nbs/12_standin.ipynb #2e438986
+@patch
+def start(self:KaggleStandin):
+    "Serve on a free port of 127.0.0.1 (its address is `url`); returns the stand-in."
+    standin = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = 'HTTP/1.1'
-            def log_message(self, *a): pass
-            def do_POST(self): standin._post(self)
-            def do_PUT(self): standin._put(self)
-            def do_GET(self): standin._get(self)
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = 'HTTP/1.1'
+        def log_message(self, *a): pass
+        def do_POST(self): standin._post(self)
+        def do_PUT(self): standin._put(self)
+        def do_GET(self): standin._get(self)
 
-        self.httpd = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f'http://127.0.0.1:{self.httpd.server_address[1]}'
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self._thread.start()
-        return self
+    self.httpd = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+    self.httpd.daemon_threads = True
+    self.url = f'http://127.0.0.1:{self.httpd.server_address[1]}'
+    self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+    self._thread.start()
+    return self
 
-    def stop(self):
-        "Stop serving, and kill every pushed notebook that is still running."
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        for k in self.kernels.values():
-            for v in k['versions']:
-                p = v.get('proc')
-                if p is not None and p.poll() is None:
-                    try: os.killpg(p.pid, signal.SIGKILL)
-                    except ProcessLookupError: pass
+@patch
+def stop(self:KaggleStandin):
+    "Stop serving, and kill every pushed notebook that is still running."
+    self.httpd.shutdown()
+    self.httpd.server_close()
+    for k in self.kernels.values():
+        for v in k['versions']:
+            p = v.get('proc')
+            if p is not None and p.poll() is None:
+                try: os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError: pass
 
-    def __enter__(self): return self.start()
-    def __exit__(self, *a): self.stop()
+@patch
+def __enter__(self:KaggleStandin): return self.start()
+@patch
+def __exit__(self:KaggleStandin, *a): self.stop()
 
-    def wait_idle(self,
-                  timeout=120, # seconds to wait at most
-                 ):
-        "Wait until no pushed notebook is running."
-        t0 = time.time()
-        while time.time() - t0 < timeout:
-            if all(v['status'] not in ('QUEUED', 'RUNNING') for k in self.kernels.values() for v in k['versions']): return
-            time.sleep(0.1)
-        raise TimeoutError('kernels still running')
-
-    def calls(self,
-              method=None, # an API method name, e.g. 'SaveKernel'; None: every call
+# %% ../nbs/12_standin.ipynb #e8b71236
+@patch
+def wait_idle(self:KaggleStandin,
+              timeout=120, # seconds to wait at most
              ):
-        "Names of the API methods called so far, in order (only `method`'s calls when given)."
-        return [m for _, m in self.requests if method is None or m == method]
+    "Wait until no pushed notebook is running."
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if all(v['status'] not in ('QUEUED', 'RUNNING') for k in self.kernels.values() for v in k['versions']): return
+        time.sleep(0.1)
+    raise TimeoutError('kernels still running')
+
+@patch
+def calls(self:KaggleStandin,
+          method=None, # an API method name, e.g. 'SaveKernel'; None: every call
+         ):
+    "Names of the API methods called so far, in order (only `method`'s calls when given)."
+    return [m for _, m in self.requests if method is None or m == method]
 
 # %% ../nbs/12_standin.ipynb #6d75de6b
 @patch
@@ -143,6 +150,7 @@ def _body(self:KaggleStandin, h):
     n = int(h.headers.get('Content-Length') or 0)
     return h.rfile.read(n) if n else b''
 
+# %% ../nbs/12_standin.ipynb #8d5885ee
 @patch
 def _post(self:KaggleStandin, h):
     m = re.fullmatch(r'/api/v1/([\w.]+)/(\w+)', h.path)
@@ -163,6 +171,7 @@ def _post(self:KaggleStandin, h):
     except Exception as e: code, reply = 500, {'code': 500, 'message': f'stand-in error: {e!r}'}
     self._reply(h, code, reply)
 
+# %% ../nbs/12_standin.ipynb #a480098c
 @patch
 def _put(self:KaggleStandin, h):
     m = re.fullmatch(r'/upload/(\w+)', h.path)
@@ -206,6 +215,7 @@ def _api_SaveKernel(self:KaggleStandin, b):
     t.start()
     return 200, {'ref': f'/code/{ref}', 'url': f'{self.url}/code/{ref}', 'versionNumber': n}
 
+# %% ../nbs/12_standin.ipynb #3eb1a6c4
 @patch
 def _latest(self:KaggleStandin, b):
     k = self.kernels.get(b.get('kernelSlug'))
@@ -230,6 +240,7 @@ def _api_ListKernelSessionOutput(self:KaggleStandin, b):
                 files.append({'fileName': rel, 'url': f"{self.url}/files/{b['kernelSlug']}/{v['number']}/{quote(rel)}"})
     return 200, {'files': files, 'log': json.dumps(v['log'])}
 
+# %% ../nbs/12_standin.ipynb #077d83d4
 @patch
 def _api_GetAcceleratorQuotaStatistics(self:KaggleStandin, b):
     refresh = (datetime.now(timezone.utc) + timedelta(days=3)).strftime('%Y-%m-%dT%H:%M:%S.000Z')
@@ -249,6 +260,19 @@ def _mount(self:KaggleStandin, slug, v):
         done = [x for x in self.kernels.get(s, {'versions': []})['versions'] if x['status'] == 'COMPLETE']
         if done: shutil.copytree(done[-1]['working'], inp/s)
 
+# %% ../nbs/12_standin.ipynb #351daea1
+def _localise(nb_text:str, # a notebook's JSON, as pushed
+              fake:Path, # the session's fake /kaggle folder
+             ) -> str:
+    "The notebook's JSON with the literal `/kaggle` prefix in its code rewritten to `fake`."
+    nb = json.loads(nb_text)
+    for c in nb.get('cells', []):
+        if c.get('cell_type') == 'code':
+            src = c['source'] if isinstance(c['source'], str) else ''.join(c['source'])
+            c['source'] = src.replace('/kaggle/', f'{fake}/').replace("'/kaggle'", f"'{fake}'").replace('"/kaggle"', f'"{fake}"')
+    return json.dumps(nb)
+
+# %% ../nbs/12_standin.ipynb #0e497cbd
 @patch
 def _run_kernel(self:KaggleStandin, slug, v):
     b, sess = v['request'], v['dir']
@@ -256,12 +280,7 @@ def _run_kernel(self:KaggleStandin, slug, v):
     v['working'].mkdir(parents=True)
     (fake/'temp').mkdir()
     self._mount(slug, v)
-    nb = json.loads(b['text'])
-    for c in nb.get('cells', []):
-        if c.get('cell_type') == 'code':
-            src = c['source'] if isinstance(c['source'], str) else ''.join(c['source'])
-            c['source'] = src.replace('/kaggle/', f'{fake}/').replace("'/kaggle'", f"'{fake}'").replace('"/kaggle"', f'"{fake}"')
-    (sess/'notebook.ipynb').write_text(json.dumps(nb))
+    (sess/'notebook.ipynb').write_text(_localise(b['text'], fake))
     env = {k: v_ for k, v_ in os.environ.items() if not k.startswith('KAGGLE_')}
     env.update(KAGGLE_KERNEL_RUN_TYPE='Batch', LETTER8_KAGGLE_ROOT=str(fake), TMPDIR=str(fake/'temp'),
                PATH=f"{Path(self.python).parent}{os.pathsep}{os.environ.get('PATH', '')}")
@@ -309,6 +328,7 @@ def _new_version(self:KaggleStandin, slug, files):
     ds['versions'].append(dst)
     return len(ds['versions'])
 
+# %% ../nbs/12_standin.ipynb #1c7b8b3f
 @patch
 def _api_CreateDataset(self:KaggleStandin, b):
     slug = b['slug']

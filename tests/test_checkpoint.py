@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from letter8_tokenizer import checkpoint as ckmod
+from letter8_tokenizer import checkpoint as ckmod, files as filesmod
 from letter8_tokenizer.checkpoint import (Checkpointer, CheckpointSaveError, verify_checkpoint, step_dir_name,
                                           read_manifest)
 
@@ -145,11 +145,11 @@ def test_enospc_on_fsync(tmp_path, monkeypatch, nth):
 
 def test_enospc_on_write_async(tmp_path, monkeypatch):
     ck = save_steps(tmp_path, [1])
-    real = ckmod._HashingWriter.write
+    real = filesmod._HashingWriter.write
     def write(self, b):
         if self.size > 1000: enospc()
         return real(self, b)
-    monkeypatch.setattr(ckmod._HashingWriter, 'write', write)
+    monkeypatch.setattr(filesmod._HashingWriter, 'write', write)
     big = {'w': torch.zeros(100_000)}
     assert ck.save(2, big, blocking=False) is None
     with pytest.raises(CheckpointSaveError) as e: ck.wait()
@@ -257,7 +257,8 @@ TRAINER = r'''
 import os, sys, time, random
 import numpy as np, torch
 from torch import nn
-from letter8_tokenizer.checkpoint import Checkpointer, StopSignal, rng_state, set_rng_state
+from letter8_tokenizer.checkpoint import Checkpointer, rng_state, set_rng_state
+from letter8_tokenizer.session import StopSignal
 
 TOTAL, EVERY = 200, 5
 torch.set_num_threads(1)

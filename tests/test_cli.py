@@ -23,7 +23,7 @@ def test_console_script_exit_codes():
     assert r.returncode == 2 and "did you mean 'run'" in r.stderr
 
 def test_help_everywhere_and_usage_errors():
-    assert set(COMMANDS) == {'demo', 'run', 'new', 'encode', 'probe', 'env', 'kaggle'}
+    assert set(COMMANDS) == {'demo', 'run', 'new', 'encode', 'probe', 'env', 'kaggle', 'cf', 'retrieval'}
     assert call()[0] == 2 and call('--help')[0] == 0
     for name in COMMANDS:
         rc, out, _ = call(name, '--help')
@@ -34,7 +34,7 @@ def test_help_everywhere_and_usage_errors():
 def test_env():
     rc, out, _ = call('env', '--json-out')
     e = json.loads(out)
-    assert rc == 0 and {'python', 'torch', 'faiss', 'cpus', 'gpus', 'ram_gib'} <= set(e)
+    assert rc == 0 and {'python', 'torch', 'faiss', 'cpus', 'gpus', 'ram_gb', 'accelerator', 'session_left_s'} <= set(e)
     assert call('env')[0] == 0
 
 def test_new_writes_a_kaggle_ready_folder(tmp_path):
@@ -61,6 +61,12 @@ def test_run_end_to_end(trained):
     tmp, rc, out, err = trained
     assert rc == 0, out + err
     assert 'segment-000' in out and 'done' in out
+    lines = out.splitlines()
+    relayed = [l for l in lines if l.startswith('  | ')]  # the kernel's own lines, shown while it ran, before the ledger line
+    assert any('this session: train' in l for l in relayed) and any(l.startswith('  | step ') for l in relayed), out
+    assert lines.index(relayed[0]) < next(i for i, l in enumerate(lines) if l.startswith('segment-000:'))
+    tail = out[out.rindex('collisions before resolution'):]  # ends with the summary `letter8 demo` prints
+    assert 'probe: ' in tail and 'code table: ' in tail and 'perplexity' in out[:out.rindex('collisions before resolution')]
     run = tmp/'runs'/'tiny-run'
     st = json.loads((run/'status.json').read_text())
     assert st['done'] and st['segment'] == 'segment-000'
@@ -87,8 +93,9 @@ def test_encode_and_probe(trained):
     assert rc == 1 and 'letter8 encode:' in err and 'save_tokenizer' in err
 
 def test_run_that_keeps_failing_exits_1(tmp_path):
-    rc, out, err = call('run', '--experiment', 'bad', '--items', tmp_path/'missing.npy', '--out', tmp_path, '--retries', 0, '--threads', 1)
+    rc, out, err = call('run', '--experiment', 'bad', '--items-path', tmp_path/'missing.npy', '--out', tmp_path, '--retries', 0, '--threads', 1, '--quiet')
     assert rc == 1 and 'failed' in out and 'missing.npy' in out
+    assert not [l for l in out.splitlines() if l.startswith('  | ')] and 'collisions before resolution' not in out
 
 def test_run_on_two_ranks(tmp_path):
     "`letter8 run --gpus 2`: the segment notebook trains data-parallel under torchrun (gloo on this CPU machine)."
@@ -164,7 +171,7 @@ def partial(tmp_path_factory):
     "A run cut short: its only segment SIGKILLed 2 s into training, leaving committed checkpoints and no export."
     tmp = tmp_path_factory.mktemp('partial')
     rc, out, err = call('run', '--experiment', 'part', '--out', tmp, '--overrides', '{"optim.epochs": 400}', '--max-segments', 1,
-                        '--retries', 0, '--kill-segment', 0, '--kill-after', 2, *RUN_TINY)
+                        '--retries', 0, '--kill-segment', 0, '--kill-after-s', 2, *RUN_TINY)
     assert rc == 1 and 'killed' in out, out + err
     return tmp/'part'
 
@@ -199,6 +206,6 @@ def test_wrong_resume_root(tmp_path):
 def test_changed_items_file(partial, tmp_path):
     cat = partial/'catalog'
     np.save(tmp_path/'other.npy', np.load(cat/'items.npy')[::-1].copy())  # same shape and dtype, other rows
-    rc, out, run, before = rerun(partial, tmp_path, '--items', tmp_path/'other.npy', '--cf', cat/'cf.npy', '--labels', cat/'labels.npy')
+    rc, out, run, before = rerun(partial, tmp_path, '--items-path', tmp_path/'other.npy', '--cf-path', cat/'cf.npy', '--labels-path', cat/'labels.npy')
     assert rc == 1 and 'ResumeRefused' in out and 'not retried' in out, out
     assert kept(run, before)

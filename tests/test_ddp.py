@@ -49,7 +49,7 @@ def rank_processes(rank):
     out = []
     for p in psutil.Process().children(recursive=True):
         try:
-            if 'letter8_tokenizer.train' in ' '.join(p.cmdline()) and p.environ().get('LOCAL_RANK') == str(rank): out.append(p)
+            if 'letter8_tokenizer.loop' in ' '.join(p.cmdline()) and p.environ().get('LOCAL_RANK') == str(rank): out.append(p)
         except psutil.Error: pass
     return out
 

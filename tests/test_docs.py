@@ -92,15 +92,22 @@ return {
   errors: [...document.querySelectorAll('.cell-output-error')].map(e => e.innerText.slice(0, 400)),
   traceback: txt.includes('Traceback (most recent call last)'),
   widget_error: txt.includes('Error displaying widget'),
-  bad_images: [...document.images].filter(i => !i.getAttribute('src') || !i.complete || i.naturalWidth === 0)
+  // images from outside the site are not fetched here (no network), as links outside it are not followed
+  bad_images: [...document.images].filter(i => !(i.src.startsWith('http') && !i.src.startsWith(location.origin)))
+                                  .filter(i => !i.getAttribute('src') || !i.complete || i.naturalWidth === 0)
                                   .map(i => (i.getAttribute('src') || '(empty src)').slice(0, 80)),
   zero_bars: [...document.querySelectorAll('main progress, main [role=progressbar]')].filter(bar0).length
              + (txt.match(/(^|[^\d.])0(\.0+)?%\s*(\||\))/gm) || []).length,
   cells: document.querySelectorAll('.cell').length,
   // what a reader of the API docs should never see: pandoc attributes, interpreter reprs
   main_text: (document.querySelector('main') || document.body).innerText,
+  outputs: txt,
 };
 """
+
+def _offline_fetch(msg:str, server:str) -> bool:
+    "A resource outside the site that failed because this machine has no network (an external badge image)."
+    return ('net::ERR_NAME_NOT_RESOLVED' in msg or 'net::ERR_INTERNET_DISCONNECTED' in msg) and not msg.startswith(server)
 
 @pytest.fixture(scope='module')
 def pages(server):
@@ -112,7 +119,8 @@ def pages(server):
             chrome.get(server + rel)
             info = chrome.js(PAGE_JS)
             info['console'] = [f"{m.get('level')}: {m.get('message', '')[:300]}" for m in chrome.logs()
-                               if m.get('level') in ('SEVERE', 'ERROR') or 'Uncaught' in m.get('message', '')]
+                               if (m.get('level') in ('SEVERE', 'ERROR') or 'Uncaught' in m.get('message', ''))
+                               and not _offline_fetch(m.get('message', ''), server)]
             res[rel] = info
     finally: chrome.close()
     return res
@@ -151,6 +159,16 @@ def test_pages_show_no_markup_or_reprs(pages):
                  if (m := rx.search(p['main_text']))] for rel, p in pages.items()}
     bad = {k: v for k, v in bad.items() if v}
     assert not bad, 'pages with leaked markup or reprs:\n' + '\n'.join(f'  {k}: ' + '; '.join(v) for k, v in bad.items())
+
+OUTPUT_LEAKS = {'a warning': re.compile(r'\b\w*Warning: '),
+                'a temporary path': re.compile(r'(/tmp/|/var/folders/|\\Temp\\)\S*')}
+
+def test_outputs_show_no_warnings_or_temp_paths(pages):
+    "Cell outputs read as results: no Python warnings, no temporary folders."
+    bad = {rel: [f"{what}: ...{p['outputs'][max(m.start() - 60, 0):m.end() + 40]!r}..." for what, rx in OUTPUT_LEAKS.items()
+                 if (m := rx.search(p['outputs']))] for rel, p in pages.items()}
+    bad = {k: v for k, v in bad.items() if v}
+    assert not bad, 'pages whose outputs leak warnings or paths:\n' + '\n'.join(f'  {k}: ' + '; '.join(v) for k, v in bad.items())
 
 def test_links_inside_the_site_resolve(pages, server):
     broken = []

@@ -68,3 +68,34 @@ def test_thread_settings_given_back():
     _, labels = constrained_kmeans(x, 20, size_min=100, size_max=100)  # exact sizes: cap and fill both run
     assert (np.bincount(labels, minlength=20) == 100).all()
     assert (faiss.omp_get_max_threads(), [d['num_threads'] for d in threadpool_info()]) == before
+
+@pytest.mark.parametrize('seed', range(5))
+def test_within_matches_a_fresh_search_every_round(seed):
+    "One distance block, revisited only where a point's nearest cluster left, answers every round like a fresh argmin."
+    from letter8_tokenizer.kmeans import _within
+    rng = np.random.default_rng(seed)
+    n, k = 300, 40
+    D = rng.random((k, n)).astype(np.float32)  # distance of point j to cluster i
+    rows, cols = np.sort(rng.choice(n, 200, replace=False)), np.sort(rng.choice(k, 30, replace=False))
+    near = _within(None, lambda r, c: D[np.ix_(c, r)].copy(), rows, cols)
+    while len(cols):
+        d, j = near(rows, cols)
+        sub = D[np.ix_(cols, rows)]
+        np.testing.assert_array_equal(j, cols[sub.argmin(0)]); np.testing.assert_array_equal(d, sub.min(0))
+        rows = np.sort(rng.choice(rows, max(1, len(rows) * 3 // 4), replace=False))  # both sets only shrink
+        cols = np.sort(rng.choice(cols, len(cols) - int(rng.integers(1, 5)), replace=False)) if len(cols) > 4 else cols[:0]
+
+def test_block_and_search_repairs_both_keep_bounds():
+    "The CPU's one-block repair and the per-round search (the GPU's path, forced by a tiny block limit) both land inside the bounds."
+    import letter8_tokenizer.kmeans as K
+    rng = np.random.default_rng(5)
+    x = np.r_[rng.normal(0, 1, (1500, 8)), rng.normal(5, 1, (500, 8))].astype(np.float32)
+    C = x[rng.choice(len(x), 20, replace=False)]
+    lo, hi = 60, 140
+    a = K.balanced_assign(x, C, lo, hi, gpu=False)
+    real = K._within
+    K._within = lambda nearest, block, rows0, cols0: real(nearest, block, rows0, cols0, max_block=0)
+    try: b = K.balanced_assign(x, C, lo, hi, gpu=False)
+    finally: K._within = real
+    for lab in (a, b):
+        s = np.bincount(lab, minlength=20); assert s.min() >= lo and s.max() <= hi, (s.min(), s.max())

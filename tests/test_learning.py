@@ -1,6 +1,7 @@
-"""The tokenizer learns on real embeddings: on a WordNet subset its trained codes beat random codes and are at
-least as good as the training-free init (`residual_init` on the embeddings), with margins that do not depend on
-thread count or float rounding. Issue 13's full bars are measured by bench/bench_learning.py."""
+"""The tokenizer learns on real embeddings: on a WordNet subset, trained with a codebook refit after every epoch, its
+codes rebuild the items better than the training-free init (`residual_init` on the embeddings) and far better than
+random codes, probe at least as well as the init, and use their codebooks; margins do not depend on thread count or
+float rounding. Issue 13's full bars (20k items, 8 x 256) are measured by bench/bench_learning.py."""
 import os
 import numpy as np, pytest, torch
 from pathlib import Path
@@ -8,8 +9,8 @@ from letter8_tokenizer.config import Config, override
 from letter8_tokenizer.data import WORDNET_NOUNS, WORDNET_PACKAGE, wordnet_catalog
 from letter8_tokenizer.kmeans import residual_init
 from letter8_tokenizer.probe import shuffle_codes
-from letter8_tokenizer.model import (build_tokenizer, init_codebooks, make_optimizer, train_step, refresh_groups, encode, decode,
-                                     code_metrics, learning_health)
+from letter8_tokenizer.model import (build_tokenizer, init_codebooks, make_optimizer, train_step, refresh_groups, refit_codebooks,
+                                     encode, decode, code_metrics, learning_health, encode_latents)
 
 N, LEVELS, K, EPOCHS = 4000, 8, 32, 20
 SMALL = {'model.levels': LEVELS, 'model.codebook_size': K, 'model.hidden': [256], 'optim.batch_size': 256, 'optim.epochs': EPOCHS}
@@ -20,7 +21,7 @@ def catalog():
     cache = Path(os.environ.get('LETTER8_TEST_CACHE', Path.home()/'.cache'/'letter8'))  # built once (a minute or two), then reused
     return wordnet_catalog(cache/f'wordnet-{N}', n_items=N, seed=0, progress=False)
 
-def fit(items, overrides=None, scale=1.0):
+def fit(items, overrides=None, scale=1.0, refit=True):
     cfg = override(Config(), {**SMALL, **(overrides or {})})
     x = np.asarray(items.emb, np.float32) * np.float32(scale)
     class Rows:
@@ -34,11 +35,12 @@ def fit(items, overrides=None, scale=1.0):
         if ep: refresh_groups(model)
         perm = rng.permutation(len(x))
         hist += [train_step(model, opt, x[perm[i:i + 256]]) for i in range(0, len(x), 256)]
+        if refit: hist[-1]['refit'] = refit_codebooks(model, Rows())
     return model, x, hist
 
-@pytest.fixture(scope='module')
-def trained(catalog):
-    model, x, hist = fit(catalog)
+def score(catalog, refit=True):
+    "Train on `catalog` and score the trained codes, the init's and random codes with `code_metrics`."
+    model, x, hist = fit(catalog, refit=refit)
     labels = np.asarray(catalog.labels)
     codes = encode(model, x)
     init = residual_init(x, levels=LEVELS, k=K, seed=0)
@@ -49,32 +51,46 @@ def trained(catalog):
                 init=code_metrics(init.codes, x, [K] * LEVELS, labels, init_mse),
                 random=code_metrics(rand, x, [K] * LEVELS, labels, float(((decode(model, rand) - x) ** 2).mean())))
 
+@pytest.fixture(scope='module')
+def trained(catalog):
+    d = score(catalog)
+    for k in ('trained', 'init', 'random'): print(k, {m: round(v, 5) for m, v in d[k].items()})  # shown with pytest -s
+    return d
+
 def test_no_collapse_during_training(trained):
     "The guard's signals stay healthy: latents keep their spread, the items are rebuilt far better than by their mean; they stay out of 'total'."
     last = trained['hist'][-1]
     assert last['latent_spread'] > 0.3 and last['recon_rel'] < 0.8, last
     assert abs(last['total'] - last['recon'] - 0.25 * last['commitment'] - 1e-4 * last['diversity']) < 1e-4 * max(1, last['total']), last
 
-def test_reconstruction_matches_init_and_beats_random(trained):
-    "Measured at 0.99x the init's MSE (4,000 items, 8 x 32, 20 epochs); decoding random codes is far worse."
+def test_reconstruction_beats_init_and_random(trained):
+    "Measured at 0.951x the init's MSE (4,000 items, 8 x 32, 20 epochs, refit every epoch; 0.99x without the refit); random codes decode 2.6x worse."
     t, i, r = trained['trained'], trained['init'], trained['random']
-    assert t['mse'] < 1.03 * i['mse'], (t['mse'], i['mse'])
-    assert t['mse'] < 0.8 * r['mse'], (t['mse'], r['mse'])
+    assert t['mse'] < 0.98 * i['mse'], (t['mse'], i['mse'])
+    assert t['mse'] < 0.5 * r['mse'], (t['mse'], r['mse'])
 
-def test_probes_beat_random_and_match_init(trained):
-    "Every label level's probe clearly above random codes; the lexicographer file and the neighbour ratio at least the init's (margins 0.02)."
+def test_probes_beat_random_and_init(trained):
+    """Every probe clearly above random codes; the lexicographer file's above the init's (measured +0.025 to +0.038 in two
+    thread settings); the other levels within 0.02 of the init's and the neighbour ratio within 0.003 of it (measured
+    0.9185-0.9192 against 0.9206): those two differences are inside the run-to-run spread of a 4,000-item catalog."""
     t, i, r = trained['trained'], trained['init'], trained['random']
-    for p in [k for k in t if k.startswith('probe')]: assert t[p] > r[p] + 0.05, (p, t[p], r[p])
-    assert t['probe0_d1'] > i['probe0_d1'] - 0.02 and t['probe0_d2'] > i['probe0_d2'] - 0.02, (t, i)
-    assert t['neighbour_d1'] < r['neighbour_d1'] - 0.05 and t['neighbour_d1'] < i['neighbour_d1'] + 0.01, (t, i)
+    for p in [k for k in t if k.startswith('probe')]:
+        assert t[p] > r[p] + 0.05, (p, t[p], r[p])
+        assert t[p] > i[p] - 0.02, (p, t[p], i[p])
+    assert t['probe0_d1'] > i['probe0_d1'] + 0.01 and t['probe0_d2'] > i['probe0_d2'] + 0.01, (t, i)
+    assert t['neighbour_d1'] < r['neighbour_d1'] - 0.05 and t['neighbour_d1'] < i['neighbour_d1'] + 0.003, (t, i)
 
-def test_codes_used(trained):
-    t = trained['trained']
+def test_codes_used_and_unique(trained):
+    """Issue 13's usage bars on encoded items (measured: 100% used, least perplexity 0.91); collisions within 20 items of
+    the init's (measured 6 and 14 items against its 10, depending on the thread count)."""
+    t, i = trained['trained'], trained['init']
     assert t['min_used'] >= 0.9 and t['min_perplexity'] >= 0.5, t
+    assert t['collide'] <= i['collide'] + 0.005, (t['collide'], i['collide'])
 
 def test_health_verdict(trained):
+    "The guard agrees: the run is learning, not collapsed and better than its init."
     h = learning_health(trained['model'], trained['x'], sample=None, labels=trained['labels'])
-    assert h.verdict != 'collapsed', str(h)
+    assert h.verdict == 'ok', str(h)
     assert h.numbers['latent_spread'] > 0.3
 
 def test_scale_invariance(catalog, trained):

@@ -8,7 +8,7 @@ from letter8_tokenizer.kmeans import residual_init
 from letter8_tokenizer.probe import (perplexity, code_usage, prefix_ids, collisions, collision_buckets,
                                      reconstruction, split_items, shuffle_codes, prefix_features, prefix_probe,
                                      majority_accuracy, neighbour_ratio, nearest, probe, compare, write_report,
-                                     explore, code_items, judge, gains, relative_spread, item_variance,
+                                     code_items, judge, gains, relative_spread, item_variance,
                                      mean_reconstruction_mse, item_mse, VERDICTS)
 
 # six items, three levels: a = 0 0 0 1 1 1; items 3 and 4 share all letters
@@ -139,12 +139,12 @@ def test_probe_report_tables_and_compare(small_report):
 
 
 def test_explorer_is_static_html_by_default(small_report):
-    page = explore(small_report, level=0, code=1)
+    page = small_report.explore(level=0, code=1)
     assert '<table' in page.data and 'item &lt;50&gt; &amp; co' in page.data
     rows = code_items(small_report, level=0, code=1, n_items=2, n_neighbours=2)
     assert [r['item'] for r in rows] == [50, 51] and all(len(r['neighbours']) == 2 for r in rows)
     with pytest.raises(ValueError, match='dead code'): code_items(small_report, level=0, code=3 + 10)
-    w = explore(small_report, interactive=True)
+    w = small_report.explore(interactive=True)
     level, code = w.children[0].children
     level.value = 1
     assert 'level b' in w.children[1].value

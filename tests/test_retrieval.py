@@ -1,12 +1,12 @@
 """System tests of the generative retriever: semantic IDs beat random IDs, exact constrained beam search, no leakage
-in what the trainer feeds, bit-exact resume of the trainer's state (about 1-2 minutes on 2 shared cores)."""
-import io, tempfile
+in what the trainer feeds, bit-exact resume after SIGKILLs through the segment loop (about 2-3 minutes on 2 shared cores)."""
+import io, json, tempfile
 from pathlib import Path
 import numpy as np
 import pytest
 import torch
 from letter8_tokenizer.data import synthetic_catalog
-from letter8_tokenizer.retrieval import (IdScheme, PrefixTrie, RetrieverTrainer, Retriever, beam_search, evaluate_scheme,
+from letter8_tokenizer.retrieval import (IdScheme, PrefixTrie, RetrieverTask, Retriever, beam_search, evaluate_scheme,
                                          item_scheme, random_like, random_scheme, retriever_config, rqkmeans_scheme,
                                          scheme_from_index_json, summarise, FIRST, BOS)
 from letter8_tokenizer.sequences import from_lists, leave_one_out, synthetic_sequences
@@ -77,7 +77,7 @@ def test_no_held_out_item_in_any_fed_batch(world):
     seqs = [list(dict.fromkeys(inter[u].tolist())) for u in range(len(inter))]
     inter = from_lists([s for s in seqs if len(s) >= 3], inter.n_items)
     sp = leave_one_out(inter, 10)
-    tr = RetrieverTrainer(random_like(IdScheme(np.arange(inter.n_items)[:, None] % 16, 16), 0), sp, dict(SMALL, batch_size=64))
+    tr = RetrieverTask(random_like(IdScheme(np.arange(inter.n_items)[:, None] % 16, 16), 0), sp, dict(SMALL, batch_size=64))
     indptr, items, seen = np.asarray(inter.indptr), np.asarray(inter.items), 0
     for b in tr.batches(0):
         user = np.searchsorted(indptr, b.samples[:, 1], side='right') - 1
@@ -88,20 +88,39 @@ def test_no_held_out_item_in_any_fed_batch(world):
     assert seen == len(sp.train)
 
 
-def test_resume_is_bit_exact(world):
-    "A run stopped mid-epoch, its state saved with torch.save and loaded into a fresh trainer, ends bit-identical to an uninterrupted run."
+RET_DRIVER = r'''
+import sys, json, numpy as np, torch
+torch.set_num_threads(1)
+from letter8_tokenizer.sequences import read_interactions, leave_one_out
+from letter8_tokenizer.retrieval import IdScheme, RetrieverTask
+from letter8_tokenizer.loop import run_segment
+ck, inter, codes, cfg, kill = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), float(sys.argv[5])
+t = RetrieverTask(IdScheme(np.load(codes), 16, 'rq-kmeans'), leave_one_out(read_interactions(inter), 10), cfg); t.save_every_steps = 5
+r = run_segment(t, ck, kill_after_s=kill or None, progress=False)
+print('RESULT ' + json.dumps(dict(status=r.status, step=r.step, resumed=r.resumed_from)), flush=True)
+'''
+
+
+def test_sigkilled_run_resumes_bit_identical(world, tmp_path):
+    "Killed 3 times at random instants (mid-epoch, mid-validation, mid-save) and resumed, a run ends bit-identical to an uninterrupted one."
+    from letter8_tokenizer.sequences import save_csr
+    from letter8_tokenizer.loop import run_segment
+    from letter8_tokenizer.checkpoint import Checkpointer
+    from test_loop import sigkill_until_done, assert_same_state
     emb, split = world
     sem = rqkmeans_scheme(emb, levels=2, k=16, seed=0)
+    save_csr(split.inter, tmp_path/'inter'); np.save(tmp_path/'codes.npy', sem.base)
     cfg = dict(SMALL, epochs=2, patience=2, valid_users=100)
-    whole = RetrieverTrainer(sem, split, cfg).fit()
-    part = RetrieverTrainer(sem, split, cfg)
-    for _, b in zip(range(5), part.batches(0)): part.step(b)
-    buf = io.BytesIO(); torch.save(part.state_dict(), buf); buf.seek(0)
-    del part
-    resumed = RetrieverTrainer(sem, split, cfg).load_state_dict(torch.load(buf, weights_only=False)).fit()
-    assert resumed.history == whole.history and resumed.best_epoch == whole.best_epoch
-    for (k, v), w in zip(whole.model.state_dict().items(), resumed.model.state_dict().values()): assert torch.equal(v, w), k
-    np.testing.assert_array_equal(whole.recommend(split.test[:50]), resumed.recommend(split.test[:50]))
+    t = RetrieverTask(sem, split, cfg); t.save_every_steps = 5
+    whole = run_segment(t, tmp_path/'whole', progress=False)
+    assert whole.status == 'done'
+    res = sigkill_until_done(RET_DRIVER, [tmp_path/'killed', tmp_path/'inter', tmp_path/'codes.npy', json.dumps(cfg)], tmp_path/'killed',
+                             kills=3, window=(0.2, 1.2))
+    print(res)
+    assert res['kills'] >= 1 and res['result']['status'] == 'done' and res['result']['step'] == whole.step, res
+    a, b = Checkpointer(tmp_path/'whole').load().state, Checkpointer(tmp_path/'killed').load().state
+    assert_same_state(a, b)  # weights, optimiser, best weights, history, position, generators
+    assert (tmp_path/'killed'/'metrics.jsonl').read_bytes() == (tmp_path/'whole'/'metrics.jsonl').read_bytes()
 
 
 @pytest.mark.skipif(not (BEAUTY/'Beauty.index.json').exists(), reason='LETTER Beauty data not present')

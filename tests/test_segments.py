@@ -139,8 +139,8 @@ def test_permanent_error_is_not_retried(tmp_path):
     assert read_lock(Path(rep.run_dir)) is None
 
 def test_failing_cell_is_recorded_and_retries_are_bounded(tmp_path):
-    rep = run_segments(NB, tmp_path, dict(experiment='bad', items_path=str(tmp_path/'missing.npy')), max_segments=5,
-                       retries=0, segment_budget_s=30.5, env=ENV, progress=False)
+    rep = run_segments(NB, tmp_path, dict(experiment='bad', items_path=str(tmp_path/'missing.npy'), session_limit_s=30.5), max_segments=5,
+                       retries=0, env=ENV, progress=False)
     assert rep.status == 'failed' and len(rep.segments) == 1
     s = rep.segments[0]
     assert s.stop_reason == 'error' and 'FileNotFoundError' in s.error and 'missing.npy' in s.error
@@ -169,6 +169,37 @@ def test_help_notebook_lists_the_contract():
     params = pm.inspect_notebook(str(NB))
     assert list(params) == list(CONTRACT)
     assert all(p['help'] for p in params.values())
+
+def test_parameters_are_declared_once(tmp_path):
+    """`notebook_parameters` is the one declaration. The notebook's `parameters` cell is its text and papermill reads the
+    same names, types, defaults and help; `letter8 run` and `letter8 new` have one flag per parameter, of the same name,
+    type and help, and no option of their own that carries a notebook parameter; `KaggleChain` sends exactly the declared
+    names. A parameter added to (or renamed in) any one of these places and not the declaration fails here."""
+    import inspect, papermill as pm
+    from fastcore.docments import docments
+    from letter8_tokenizer.segments import notebook_parameters, parameters_cell_source, RUN_PARAMETERS
+    from letter8_tokenizer.cli import run, new, parser, forwarded
+    from letter8_tokenizer.kaggle import KaggleChain, CHAIN_SETS, DATA_PARAMETERS
+    decl = docments(notebook_parameters, full=True, returns=False)
+    show = lambda v: json.dumps(v) if isinstance(v, str) else repr(v)
+    cell = [c for c in json.loads(NB.read_text())['cells'] if 'parameters' in c['metadata'].get('tags', [])]
+    assert [''.join(c['source']) for c in cell] == [parameters_cell_source()]
+    seen = pm.inspect_notebook(str(NB))
+    assert {k: (p['inferred_type_name'], p['default'], p['help']) for k, p in seen.items()} == \
+           {k: (d.anno.__name__, show(d.default), d.docment) for k, d in decl.items()}
+    runner = {'params', 'out', 'max_segments', 'retries', 'notebook', 'threads', 'kill_segment', 'force', 'quiet'}
+    for f, own, skip in ((run, runner, set()), (new, {'name', 'dest', 'username', 'no_gpu', 'overwrite'}, {'experiment'})):
+        assert set(inspect.signature(f).parameters) - set(decl) == own, f"{f.__name__}: a new option? a notebook parameter goes in notebook_parameters"
+        assert forwarded(f) == [k for k in decl if k not in skip]
+        acts = {a.dest: a for a in parser(f, f.__name__)._actions}
+        for k in forwarded(f):
+            a = acts[k]
+            assert (a.option_strings, a.type, a.default) == (['--' + k.replace('_', '-')], decl[k].anno, None), k
+            assert a.help.startswith(decl[k].docment), k
+    chain = KaggleChain(tmp_path, NB, 'alice/letter8-seg', 'alice/letter8-ckpt',
+                        params={k: v for k, v in notebook_parameters().items() if k not in CHAIN_SETS})
+    assert list(chain.segment_params()) and set(chain.segment_params()) == set(decl)
+    assert set(RUN_PARAMETERS) <= set(decl) and set(DATA_PARAMETERS) <= set(decl) and set(CHAIN_SETS) <= set(decl)
 
 def test_parameters_tag_survives_nbdev_clean():
     nb = json.loads(NB.read_text())

@@ -34,14 +34,20 @@ def start(catalog, ck, kill_after=0.0):
     return subprocess.Popen([sys.executable, '-c', DRIVER, str(catalog), str(ck), json.dumps(OVERRIDES), str(kill_after)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
-def wait_for_training(p, timeout=120):
-    "Read lines until the segment says where it starts; return the step it resumed from (0 when fresh)."
+def wait_for_training(p, ck=None, timeout=120):
+    """Read lines until the segment says where it starts; return the step it resumed from (0 when fresh). On a fresh
+    start in `ck`, also wait for the step-0 commit: on a loaded machine the k-means init can outlast the kill's delay,
+    and a run killed before its first commit leaves nothing to resume (that is a fresh start again, not a resume)."""
     t = time.time()
     while time.time() - t < timeout:
         line = p.stdout.readline()
         if not line: raise AssertionError(f'driver ended early, rc={p.wait()}')
         if m := re.match(r'resumed from .* \(step (\d+),', line): return int(m[1])
-        if line.startswith('no checkpoint'): return 0
+        if line.startswith('no checkpoint'):
+            while ck is not None and not verified_checkpoints(ck):
+                assert time.time() - t < timeout and p.poll() is None, 'no step-0 commit'
+                time.sleep(0.02)
+            return 0
     raise AssertionError('driver never started training')
 
 def rows(ck): return [json.loads(l) for l in (Path(ck)/'metrics.jsonl').read_text().splitlines()]
@@ -60,7 +66,7 @@ def test_sigkill_at_random_instants_ends_bit_identical(tmp_path, catalog):
     while kills < 22:
         drill = kills >= 20  # the last two use the fault drill: the process SIGKILLs itself
         p = start(catalog, ck, kill_after=rng.uniform(0.2, 1.0) if drill else 0.0)
-        resumes.append(wait_for_training(p))
+        resumes.append(wait_for_training(p, ck))
         if not drill:
             time.sleep(rng.uniform(0.0, 0.8)); p.kill()
         out, _ = p.communicate(timeout=120)
@@ -161,3 +167,18 @@ def test_train_distributed_forwards_the_new_flags(tmp_path, catalog):
         train_distributed(cfg, items, tmp_path/'run', nproc=1, read_roots=[tmp_path/'nowhere'], progress=False)
     r = train_distributed(cfg, items, tmp_path/'run', nproc=1, read_roots=[tmp_path/'nowhere'], allow_fresh_start=True, max_steps=2, progress=False)
     assert (r.status, r.step, r.resumed_from) == ('step_limit', 2, None)
+
+def test_refit_at_epoch_ends_resumes_bit_exact(catalog, tmp_path):
+    "`quantizer.refit_every_epochs`: the epoch-end refit is part of the run's state; stopping and resuming changes nothing."
+    torch.set_num_threads(1)  # speed only: both runs use the same setting
+    cfg = override(Config(), {**OVERRIDES, 'optim.epochs': 4, 'quantizer.refit_every_epochs': 1})
+    items = Items(catalog/'items.npy', cf=catalog/'cf.npy')
+    whole = train_segment(cfg, items, tmp_path/'whole', progress=False)
+    first = train_segment(cfg, items, tmp_path/'split', max_steps=17, progress=False)  # stops inside epoch 2 (12 batches/epoch)
+    rest = train_segment(cfg, items, tmp_path/'split', progress=False)
+    assert (whole.status, first.status, rest.status, rest.resumed_from) == ('done', 'step_limit', 'done', 17)
+    a, b = Checkpointer(tmp_path/'whole').load().state['model'], Checkpointer(tmp_path/'split').load().state['model']
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    plain = train_segment(override(cfg, {'quantizer.refit_every_epochs': 0}), items, tmp_path/'plain', progress=False)
+    c = Checkpointer(tmp_path/'plain').load().state['model']
+    assert not torch.equal(a['levels.0.codebook'], c['levels.0.codebook']), 'the refit changed nothing'
