@@ -6,7 +6,7 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/cf.html.md"""
 
 # %% auto #0
 __all__ = ['CFConfig', 'SASRec', 'train_rows', 'rank_metrics', 'evaluate_cf', 'CFTask', 'fit_cf', 'train_cf_segment', 'save_cf',
-           'cf_config', 'cf_run']
+           'cf_config', 'cf_run', 'cf_segment']
 
 # %% ../nbs/15_cf.ipynb #2e06c30c
 import math, json, time, tempfile
@@ -14,12 +14,14 @@ from dataclasses import dataclass, asdict, fields
 from pathlib import Path
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 from fastcore.basics import patch
 from fastcore.meta import delegates
 from .files import replace_atomic
 from .session import Deadline
+from .distributed import Shard, default_device
 from .loop import Trainable, SegmentResult, run_segment
 from .sequences import Interactions, Split, leave_one_out, read_interactions, interactions_fingerprint
 
@@ -61,13 +63,17 @@ class SASRec(nn.Module):
         nn.init.normal_(self.items.weight, std=cfg.dim ** -0.5)
         with torch.no_grad(): self.items.weight[0].zero_()
 
-    def forward(self, tokens:torch.Tensor # [b, max_len] item tokens (item + 1), 0 = padding, left-padded
+    def forward(self, tokens:torch.Tensor, # [b, max_len] item tokens (item + 1), 0 = padding, left-padded
+                targets:torch.Tensor|None=None, # [b, max_len] next-item tokens, 0 = none; given: return the loss instead
                ) -> torch.Tensor:
-        "Hidden states `[b, max_len, dim]`; position t has seen tokens up to t."
+        "Hidden states `[b, max_len, dim]` (position t has seen tokens up to t); with `targets`, their cross-entropy summed over the non-padded positions."
         L = tokens.shape[1]
         x = self.items(tokens) * math.sqrt(self.cfg.dim) + self.pos(torch.arange(L, device=tokens.device))
         causal = torch.triu(torch.ones(L, L, dtype=torch.bool, device=tokens.device), 1)
-        return self.norm(self.blocks(self.drop(x), mask=causal))
+        h = self.norm(self.blocks(self.drop(x), mask=causal))
+        if targets is None: return h
+        keep = targets > 0  # the loss inside forward: `DistributedDataParallel` sees every use of the item table
+        return F.cross_entropy(self.scores(h[keep]), targets[keep] - 1, reduction='sum')
 
     def scores(self, h:torch.Tensor # [..., dim] hidden states
               ) -> torch.Tensor:
@@ -134,17 +140,18 @@ def evaluate_cf(model:SASRec, # trained model
 # %% ../nbs/15_cf.ipynb #aca485aa
 class CFTask(Trainable):
     "SASRec on a split's training rows as a `loop.Trainable`: validation NDCG@10 and early stopping at epoch ends."
+    distributed = True # under DDP each rank trains on its users of every batch
     def __init__(self, split:Split, # leave-one-out split of the interactions
                  cfg:CFConfig|None=None, # hyperparameters
-                 device:str|None=None, # None: CUDA when there is one, else the CPU
+                 device:str|None=None, # None: this rank's GPU when CUDA is there, else the CPU
                 ):
         self.split, self.cfg = split, cfg or CFConfig()
-        self.device = torch.device(device or ('cuda' if torch.cuda.is_available() else 'cpu'))
+        self.device = torch.device(device) if device is not None else default_device()
         torch.manual_seed(self.cfg.seed)
         self.model = SASRec(split.inter.n_items, self.cfg).to(self.device)
         self.opt = torch.optim.Adam(self.model.parameters(), lr=self.cfg.lr, betas=(0.9, 0.98))
         self.x, self.y = train_rows(split, self.cfg.max_len)
-        self.epochs, self.log, self._order = self.cfg.epochs, None, (None, None)
+        self.epochs, self.log, self._order, self.ddp = self.cfg.epochs, None, (None, None), None
         self.best, self.best_epoch, self.best_state, self.history, self.losses = -1.0, -1, None, [], []
 
     def config(self) -> dict:
@@ -156,7 +163,6 @@ class CFTask(Trainable):
     def n_batches(self) -> int:
         "Batches per epoch."
         return -(-len(self.x) // self.cfg.batch_size)
-
 
 # %% ../nbs/15_cf.ipynb #e64759d2
 @patch
@@ -170,17 +176,34 @@ def batches(self:CFTask, epoch:int, # the epoch
     bs = self.cfg.batch_size
     for i in range(start, self.n_batches()): yield self._order[1][i * bs:(i + 1) * bs]
 
+def _batch_loss(part:torch.Tensor, shard:Shard|None) -> float:
+    "The batch's loss from this rank's share `part` of it: every rank's share summed, under DDP."
+    t = part.detach().clone()
+    if shard is not None and shard.world > 1: dist.all_reduce(t)
+    return float(t)
+
 @patch
 def step(self:CFTask, idx:np.ndarray, # users of the batch
-         shard=None) -> dict: # unused: one process
-    "One optimisation step on users `idx`: cross-entropy over all items at every non-padded position."
+         shard:Shard|None=None) -> dict: # under DDP: this rank's slice of the batch
+    "One optimisation step on users `idx` (under DDP: this rank's of them): cross-entropy over all items, averaged over the batch's non-padded positions."
+    if shard is not None and shard.world > 1 and self.ddp is None: raise ValueError("CFTask.step got a shard but no DDP module: call wrap() first.")
     self.model.train()
+    n = int((self.y[idx] > 0).sum())  # the whole batch's positions: every rank divides by the same count
+    if shard is not None: idx = shard.take(idx)
     x = torch.as_tensor(self.x[idx], device=self.device); y = torch.as_tensor(self.y[idx], device=self.device)
-    h = self.model(x)[y > 0]
-    loss = F.cross_entropy(self.model.scores(h), y[y > 0] - 1)
-    self.opt.zero_grad(set_to_none=True); loss.backward(); self.opt.step()
-    self.losses.append(float(loss.detach()))
+    part = (self.ddp or self.model)(x, y) / n  # this rank's share of the batch's mean loss
+    self.opt.zero_grad(set_to_none=True)
+    (part * (shard.world if shard else 1)).backward()  # DDP averages the ranks' gradients: world x mean = the sum of the shares'
+    self.opt.step()
+    self.losses.append(_batch_loss(part, shard))
     return {'loss': self.losses[-1]}
+
+@patch
+def wrap(self:CFTask, rank:int, # this process's rank
+         world:int): # number of ranks
+    "DDP over SASRec (its forward with targets returns the loss, so every parameter's gradient is averaged)."
+    from torch.nn.parallel import DistributedDataParallel
+    self.ddp = DistributedDataParallel(self.model, device_ids=[self.device] if self.device.type == 'cuda' else None)
 
 # %% ../nbs/15_cf.ipynb #50baaef9
 @patch
@@ -265,20 +288,35 @@ def cf_config(d:dict|CFConfig|None=None # plain data (any subset of the fields),
     return CFConfig(**d)
 
 # %% ../nbs/15_cf.ipynb #3d597db8
-@delegates(run_segment, but=['task', 'checkpoint_dir'])
+@delegates(run_segment, but=['task', 'checkpoint_dir', 'read_roots'])
 def cf_run(inter:str|Path, # `<dataset>.inter.json`, or a folder written by `save_csr`
            out_dir:str|Path, # run folder: checkpoints/, then cf.npy and cf_metrics.json
            config:dict|CFConfig|None=None, # CF hyperparameters (dim, epochs, seed, ...)
            n_items:int|None=None, # catalog size (rows of cf.npy); None: from the interactions
            device:str|None=None, # None: CUDA when there is one, else the CPU
-           **kwargs, # `run_segment`'s options: read_roots, deadline, max_steps, progress, ...
+           resume_from:list=(), # read-only copies of `out_dir` from earlier sessions (e.g. /kaggle/input/<dataset>/cf): their checkpoints are resumed from
+           **kwargs, # `run_segment`'s options: deadline, max_steps, progress, ...
           ) -> SegmentResult:
     "SASRec on the interactions, one resumable segment; when done, `cf.npy` (row-aligned with the catalog) and its metrics."
     out = Path(out_dir)
     task = CFTask(leave_one_out(read_interactions(inter, n_items)), cf_config(config), device)
-    r = run_segment(task, out/'checkpoints', **kwargs)
+    roots = [Path(p)/'checkpoints' for p in resume_from if (Path(p)/'checkpoints').is_dir()]
+    r = run_segment(task, out/'checkpoints', roots, **kwargs)
     if r.done:
         rep = _cf_report(task)
         save_cf(task.model, out/'cf.npy')
         replace_atomic(out/'cf_metrics.json', json.dumps(dict(rep, config=asdict(task.cfg), n_items=task.split.inter.n_items), indent=1).encode())
     return r
+
+# %% ../nbs/15_cf.ipynb #c7d1a0e2
+def cf_segment(inter:str, # `<dataset>.inter.json`, or a folder written by `save_csr`
+               checkpoint_dir:str, # working dir: checkpoints are written here
+               config:dict|None=None, # CF hyperparameters (dim, epochs, seed, ...)
+               n_items:int|None=None, # catalog size; None: from the interactions
+               device:str|None=None, # None: this rank's GPU when CUDA is there, else the CPU
+               deadline:dict|None=None, # `loop.deadline_args` of the session clock
+               **kwargs, # more `run_segment` arguments (max_steps, progress, ...)
+              ) -> SegmentResult:
+    "One resumable segment of SASRec training from plain arguments: a `loop.run_distributed` job."
+    task = CFTask(leave_one_out(read_interactions(inter, n_items)), cf_config(config), device)
+    return run_segment(task, checkpoint_dir, deadline=Deadline(**deadline) if deadline else None, **kwargs)

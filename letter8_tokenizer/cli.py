@@ -6,8 +6,8 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/cli.html.md"""
 
 # %% auto #0
 __all__ = ['COMMANDS', 'RUN_OPTIONS', 'DEMO_OVERRIDES', 'KAGGLE_ACTIONS', 'command', 'forwarded', 'parser', 'main', 'env',
-           'export_summary', 'run', 'new', 'encode', 'probe', 'with_options', 'cf_summary', 'cf', 'check_ids',
-           'retrieval', 'demo', 'kaggle']
+           'export_summary', 'retrieval_summary', 'run', 'new', 'encode', 'probe', 'with_options', 'cf_summary', 'cf',
+           'check_ids', 'retrieval', 'demo', 'kaggle']
 
 # %% ../nbs/10_cli.ipynb #e2b76914
 import os, sys, time, difflib, json, inspect, shutil, traceback
@@ -88,6 +88,13 @@ def export_summary(ex:dict, # `exported` of a done run's status.json (what `expo
     return (f"{usage}\n\ncollisions before resolution: {ex.get('collision_rate_before') or 0:.2%} of items, {ex.get('moved') or 0:,} moved\n"
             f"probe: {ex.get('headline') or 'no probe report'}\ncode table: {ex.get('codes')}\nreport:     {ex.get('probe')}")
 
+def retrieval_summary(groups:list, # `retrieval` of a done run's status.json (`retrieval.summarise` rows)
+                      folder:Path, # the retriever's run folder
+                     ) -> str:
+    "How a run with `retrieval_ids` ends: the test users' Recall and NDCG per ID scheme, and the report."
+    rows = [dict(ids=g['group'], levels=g['levels'], **{m: f"{g[m]:.4f}" for m in ('recall@5', 'recall@10', 'ndcg@5', 'ndcg@10')}) for g in groups]
+    return f"generative retrieval on the test users (the run's IDs first):\n{format_table(rows)}\nreport: {folder/'retrieval.html'}"
+
 # %% ../nbs/10_cli.ipynb #54efff40
 def _load_params(path):
     import yaml
@@ -123,6 +130,7 @@ def run(params:str=None, # YAML file of notebook parameters (from `letter8 new`)
                        stream=None if quiet else sys.stdout)
     if rep.segments: print('\n' + format_table(rep.rows()))
     if rep.done and (rep.final or {}).get('exported'): print('\n' + export_summary(rep.final['exported']))
+    if rep.done and (rep.final or {}).get('retrieval'): print('\n' + retrieval_summary(rep.final['retrieval'], Path(rep.run_dir)/'retrieval'))
     return 0 if rep.done else 1
 
 # %% ../nbs/10_cli.ipynb #72a817d1
@@ -341,6 +349,7 @@ def retrieval(inter:str, # `<dataset>.inter.json` ({user: [item rows, oldest fir
               ids:Annotated[str, {'action': 'append'}]=None, # an ID scheme, repeat for more: LETTER .index.json, codes .npy or code table folder, random:<seed> (the first scheme's shape) or items
               out:str=None, # run folder: checkpoints/, rows/, then retrieval.html/.json/.png; the same folder again resumes
               n_items:int=None, # catalog size; unset: the largest item row + 1
+              device:str=None, # torch device; unset: CUDA when there is one, else the CPU
               quiet:store_true=False, # no progress lines
               **kwargs, # RetrieverConfig's fields and run_segment's resumability options
              ):
@@ -348,7 +357,7 @@ def retrieval(inter:str, # `<dataset>.inter.json` ({user: [item rows, oldest fir
     from letter8_tokenizer.retrieval import retrieval_run, results_table
     out = _need_out(out, 'retrieval')
     specs = check_ids(ids, inter, n_items, out)
-    r = retrieval_run(inter, specs, out, config=_split_config(RetrieverConfig, kwargs), n_items=n_items, progress=not quiet, **kwargs)
+    r = retrieval_run(inter, specs, out, config=_split_config(RetrieverConfig, kwargs), n_items=n_items, device=device, progress=not quiet, **kwargs)
     if r['status'] != 'done':
         print(f"{r['status']}: scheme {r['scheme']!r} at step {r['result']['step']:,}; not finished: run the same command again to continue.")
         return 1

@@ -6,14 +6,14 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/kaggle.html.md"""
 
 # %% auto #0
 __all__ = ['PACKAGE', 'INSTALL_CELL_HEAD', 'KAGGLE_PYTHON', 'KAGGLE_PLATFORMS', 'KAGGLE_IMAGE', 'ACCELERATORS', 'KERNEL_METADATA',
-           'DATASET_METADATA', 'DATA_PARAMETERS', 'CHAIN_SETS', 'kaggle_roots', 'run_type', 'on_kaggle', 'gpu_names',
-           'detect_accelerator', 'probe_environment', 'probe_table', 'find_checkpoint_roots', 'offline_install_command',
-           'install_offline', 'ensure_installed', 'install_cell_source', 'on_image', 'find_project', 'own_wheel',
-           'wheelhouse_plan', 'wheelhouse_commands', 'build_wheelhouse', 'machine_shape', 'check_ref', 'slugify',
-           'kernel_metadata', 'validate_kernel_metadata', 'dataset_metadata', 'validate_dataset_metadata',
-           'write_metadata', 'data_path_notes', 'plan_sessions', 'KaggleAuthError', 'KaggleQuotaExhausted',
-           'KaggleKernelError', 'KaggleChainError', 'kaggle_api', 'call_with_backoff', 'inject_parameters',
-           'chain_parameters', 'KaggleChain', 'log_text']
+           'DATASET_METADATA', 'DATA_PARAMETERS', 'STAGE_VALUES', 'CHAIN_SETS', 'kaggle_roots', 'run_type', 'on_kaggle',
+           'gpu_names', 'detect_accelerator', 'probe_environment', 'probe_table', 'find_checkpoint_roots',
+           'offline_install_command', 'install_offline', 'ensure_installed', 'install_cell_source', 'on_image',
+           'find_project', 'own_wheel', 'wheelhouse_plan', 'wheelhouse_commands', 'build_wheelhouse', 'machine_shape',
+           'check_ref', 'slugify', 'kernel_metadata', 'validate_kernel_metadata', 'dataset_metadata',
+           'validate_dataset_metadata', 'write_metadata', 'data_path_notes', 'plan_sessions', 'KaggleAuthError',
+           'KaggleQuotaExhausted', 'KaggleKernelError', 'KaggleChainError', 'kaggle_api', 'call_with_backoff',
+           'inject_parameters', 'chain_parameters', 'KaggleChain', 'log_text']
 
 # %% ../nbs/09_kaggle.ipynb #23390143
 import io, json, os, platform, re, shutil, subprocess, sys, time, warnings, contextlib
@@ -493,7 +493,8 @@ def write_metadata(folder, # kernel or dataset folder
     return p
 
 # %% ../nbs/09_kaggle.ipynb #4abf43c3
-DATA_PARAMETERS = ('items_path', 'cf_path', 'labels_path', 'config_path')
+DATA_PARAMETERS = ('items_path', 'cf_path', 'labels_path', 'config_path', 'interactions_path')
+STAGE_VALUES = {('items_path', 'cf'), ('cf_path', 'sasrec')}  # values that name a step of the run, not a file
 
 def data_path_notes(params:dict, # segment notebook parameters
                     local_ok:bool=True, # allow paths on this machine (a local run); False: refuse them (a push)
@@ -501,7 +502,7 @@ def data_path_notes(params:dict, # segment notebook parameters
     "What each data path of `params` needs on Kaggle, one note each; raises for a path that cannot work."
     notes, inp = [], Path('/kaggle/input')
     for k in DATA_PARAMETERS:
-        if not (v := str(params.get(k) or '')): continue
+        if not (v := str(params.get(k) or '')) or (k, v) in STAGE_VALUES: continue
         p = Path(v)
         if p.is_relative_to(inp):
             parts = p.relative_to(inp).parts

@@ -314,7 +314,7 @@ def _show(s:_Seg):
     if not s.bar: return
     d, ck = s.deadline, s.ckpt
     s.bar.update(step=s.step, epoch=f"{s.epoch}/{s.task.epochs}", loss=f"{s.losses.get(s.task.loss_key, float('nan')):.4f}",
-                 time_left=fmt_seconds(d.time_left()), committed=f"step {ck.last_committed.name if ck.last_committed else '-'}",
+                 time_left=fmt_seconds(d.time_left()), committed=ck.last_committed.name if ck.last_committed else '-',
                  steps_per_s=f"{s.steps / max(time.time() - s.t_start, 1e-9):.2f}",
                  eta=fmt_seconds((s.task.epochs * s.task.n_batches() - s.step) * float(np.median(d.steps)) if d.steps else None))
 

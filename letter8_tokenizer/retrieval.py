@@ -8,8 +8,9 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/retrieval.html.md"""
 __all__ = ['METRICS', 'PAD', 'BOS', 'FIRST', 'disambiguate', 'IdScheme', 'scheme_from_index_json', 'scheme_prefix',
            'random_scheme', 'random_like', 'rqkmeans_scheme', 'item_scheme', 'PrefixTrie', 'RetrieverConfig',
            'retriever_config', 'Retriever', 'retriever_loss', 'beam_search', 'rank_metrics', 'Batch', 'make_batch',
-           'check_batch', 'RetrieverTask', 'train_retriever_segment', 'evaluate_scheme', 'summarise', 'results_table',
-           'plot_results', 'write_retrieval_report', 'used_sizes', 'load_scheme', 'retrieval_run']
+           'check_batch', 'RetrieverTask', 'train_retriever_segment', 'retriever_segment', 'evaluate_scheme',
+           'summarise', 'results_table', 'plot_results', 'write_retrieval_report', 'used_sizes', 'load_scheme',
+           'retrieval_run']
 
 # %% ../nbs/14_retrieval.ipynb #9efa7654
 import copy, hashlib, html, json, math, time, tempfile
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 import numpy as np
 import torch
+import torch.distributed as dist
 from torch import nn
 import torch.nn.functional as F
 from fastcore.meta import delegates
@@ -26,6 +28,7 @@ from .config import _build, _num, _range_error
 from .kmeans import residual_init
 from .files import replace_atomic
 from .session import Deadline
+from .distributed import Shard, rank_and_world, shard_rows, default_device
 from .loop import Trainable, SegmentResult, run_segment
 from .sequences import Split, sample_arrays, leave_one_out, read_interactions, interactions_fingerprint
 from fastcore.basics import patch
@@ -146,14 +149,16 @@ def item_scheme(n_items:int, # catalog size
 # %% ../nbs/14_retrieval.ipynb #4dce9983
 class PrefixTrie:
     "Valid ID prefixes of a scheme, one sorted key array per level."
-    def __init__(self, scheme:IdScheme # the IDs
+    def __init__(self, scheme:IdScheme, # the IDs
+                 device:str|torch.device='cpu', # where the beam search runs
                 ):
         self.sizes, node = scheme.sizes, np.zeros(len(scheme), np.int64)
         self.keys = []
         for l, k in enumerate(self.sizes):
             uniq, node = np.unique(node * k + scheme.codes[:, l], return_inverse=True)
-            self.keys.append(torch.from_numpy(uniq)); node = node.ravel()
+            self.keys.append(torch.from_numpy(uniq).to(device)); node = node.ravel()
         self.item = torch.empty(len(scheme), dtype=torch.long); self.item[torch.from_numpy(node)] = torch.arange(len(scheme))
+        self.item = self.item.to(device)
 
     def child(self, level:int, # the level of the code
               parent:torch.Tensor, # [...] parent nodes (0: the root)
@@ -168,7 +173,7 @@ class PrefixTrie:
                 parent:torch.Tensor, # [b] parent nodes
                ) -> torch.Tensor:
         "[b, K_level] mask of the codes that continue each prefix to a valid ID."
-        return self.child(level, parent[:, None], torch.arange(self.sizes[level])[None])[1]
+        return self.child(level, parent[:, None], torch.arange(self.sizes[level], device=parent.device)[None])[1]
 
 # %% ../nbs/14_retrieval.ipynb #23b49bbb
 @dataclass
@@ -278,6 +283,13 @@ def retriever_loss(model:Retriever, # the model
     h = model.decode(prefix[:, None], memory, pad)[:, 0]
     return sum(F.cross_entropy(model.level_logits(h[:, l], l), target[:, l]) for l in range(len(model.sizes))) / len(model.sizes)
 
+@patch
+def forward(self:Retriever, hist:torch.Tensor, # [b, s] history tokens
+            target:torch.Tensor, # [b, levels] target codes
+           ) -> torch.Tensor:
+    "`retriever_loss` of the batch: the pass `DistributedDataParallel` wraps, so it sees every parameter's use."
+    return retriever_loss(self, hist, target)
+
 # %% ../nbs/14_retrieval.ipynb #577542af
 @torch.no_grad()
 def beam_search(model:Retriever, # a trained model
@@ -289,8 +301,9 @@ def beam_search(model:Retriever, # a trained model
     model.eval()
     u = len(hist)
     memory, pad = model.encode(hist)
-    prefix, score = torch.full((u, 1, 1), BOS, dtype=torch.long), torch.zeros(u, 1)
-    node = torch.zeros(u, 1, dtype=torch.long)
+    dev = hist.device
+    prefix, score = torch.full((u, 1, 1), BOS, dtype=torch.long, device=dev), torch.zeros(u, 1, device=dev)
+    node = torch.zeros(u, 1, dtype=torch.long, device=dev)
     for l, k in enumerate(model.sizes):
         b = prefix.shape[1]
         h = model.decode(prefix, memory, pad)[:, :, -1]
@@ -372,18 +385,21 @@ def _retrieval_fingerprint(split:Split, scheme:IdScheme) -> dict:
 # %% ../nbs/14_retrieval.ipynb #5f13a95b
 class RetrieverTask(Trainable):
     "A retriever's training run as a `loop.Trainable`: model, optimiser, early stopping on a fixed validation sample."
+    distributed = True # under DDP each rank trains on its rows of every batch
     def __init__(self, scheme:IdScheme, # the IDs
                  split:Split, # leave-one-out samples of interactions over the scheme's items
                  cfg:RetrieverConfig|dict|None=None, # hyperparameters
+                 device:str|None=None, # None: this rank's GPU when CUDA is there, else the CPU
                 ):
         self.scheme, self.split, self.cfg = scheme, split, retriever_config(cfg)
+        self.device = torch.device(device) if device else default_device()
         if split.inter.n_items != len(scheme): raise ValueError(f"the interactions have {split.inter.n_items} items but scheme {scheme.name!r} has {len(scheme)}: give every catalog item an ID.")
         torch.manual_seed(self.cfg.seed)
-        self.model, self.trie = Retriever(scheme.sizes, self.cfg), PrefixTrie(scheme)
+        self.model, self.trie = Retriever(scheme.sizes, self.cfg).to(self.device), PrefixTrie(scheme, self.device)
         self.opt = torch.optim.AdamW(self.model.parameters(), self.cfg.lr, weight_decay=self.cfg.weight_decay)
         n, v = len(split.valid), self.cfg.valid_users
         self.valid = split.valid[np.sort(np.random.default_rng([self.cfg.seed, 1]).choice(n, v, replace=False))] if 0 < v < n else split.valid
-        self.epochs, self.log, self.best_model = self.cfg.epochs, None, None
+        self.epochs, self.log, self.best_model, self.ddp = self.cfg.epochs, None, None, None
         self.best, self.best_epoch, self.bad, self.history, self.loss_sum, self.loss_n = -1.0, -1, 0, [], 0.0, 0
 
     def config(self) -> dict:
@@ -395,7 +411,6 @@ class RetrieverTask(Trainable):
     def n_batches(self) -> int:
         "Batches per epoch."
         return -(-len(self.split.train) // self.cfg.batch_size)
-
 
 # %% ../nbs/14_retrieval.ipynb #1210c1c8
 @patch
@@ -413,16 +428,36 @@ def batches(self:RetrieverTask, epoch:int, # the epoch
         check_batch(self.split, batch)
         yield batch
 
+# %% ../nbs/14_retrieval.ipynb #a3e9b0c1
+@patch
+def shard(self:RetrieverTask, batch:Batch # a batch of `batches`
+         ) -> Shard|None:
+    "This rank's rows of the batch under DDP; None in one process."
+    rank, world = rank_and_world()
+    return shard_rows(len(batch.samples), rank, world) if world > 1 else None
+
 @patch
 def step(self:RetrieverTask, batch:Batch, # a training batch
-         shard=None) -> dict: # unused: one process
-    "One optimiser step; the loss."
+         shard:Shard|None=None) -> dict: # under DDP: this rank's rows of the batch
+    "One optimiser step (under DDP: on this rank's rows); the batch's loss."
+    if shard is not None and shard.world > 1 and self.ddp is None: raise ValueError("RetrieverTask.step got a shard but no DDP module: call wrap() first.")
     self.model.train()
     self.opt.zero_grad(set_to_none=True)
-    loss = retriever_loss(self.model, batch.hist, batch.target)
-    loss.backward(); self.opt.step()
-    self.loss_sum, self.loss_n = self.loss_sum + loss.item(), self.loss_n + 1
-    return {'loss': loss.item()}
+    hist, target = (batch.hist, batch.target) if shard is None else (shard.take(batch.hist), shard.take(batch.target))
+    hist, target = hist.to(self.device), target.to(self.device)
+    loss = (self.ddp or self.model)(hist, target)  # `retriever_loss` of these rows
+    (loss * shard.weight if shard else loss).backward(); self.opt.step()
+    t = loss.detach() * (shard.size / shard.n if shard else 1.0)  # this rank's share of the batch's mean
+    if shard is not None and shard.world > 1: dist.all_reduce(t)
+    self.loss_sum, self.loss_n = self.loss_sum + t.item(), self.loss_n + 1
+    return {'loss': t.item()}
+
+@patch
+def wrap(self:RetrieverTask, rank:int, # this process's rank
+         world:int): # number of ranks
+    "DDP over the retriever (its forward is `retriever_loss`); its one buffer, the level offsets, never changes."
+    from torch.nn.parallel import DistributedDataParallel
+    self.ddp = DistributedDataParallel(self.model, device_ids=[self.device] if self.device.type == 'cuda' else None, broadcast_buffers=False)
 
 # %% ../nbs/14_retrieval.ipynb #0013f790
 @patch
@@ -432,7 +467,7 @@ def recommend(self:RetrieverTask, samples:np.ndarray # [n, 2] samples (rows of s
     out = []
     for s in range(0, len(samples), self.cfg.eval_batch):
         b = make_batch(self.split, self.scheme, samples[s:s + self.cfg.eval_batch], self.cfg.max_len)
-        out.append(beam_search(self.model, self.trie, b.hist, self.cfg.beam)[0].numpy())
+        out.append(beam_search(self.model, self.trie, b.hist.to(self.device), self.cfg.beam)[0].cpu().numpy())
     return np.concatenate(out)
 
 @patch
@@ -493,10 +528,27 @@ def train_retriever_segment(cfg:RetrieverConfig|dict|None, # hyperparameters
                             scheme:IdScheme, # the IDs
                             split:Split, # leave-one-out samples
                             checkpoint_dir:str|Path, # working dir: checkpoints are written here
+                            device:str|None=None, # None: this rank's GPU when CUDA is there, else the CPU
                             **kwargs, # `run_segment`'s options: read_roots, deadline, max_steps, allow_*, progress, kill_after_s
                            ) -> SegmentResult:
     "One resumable segment of a retriever's training."
-    return run_segment(RetrieverTask(scheme, split, cfg), checkpoint_dir, **kwargs)
+    return run_segment(RetrieverTask(scheme, split, cfg, device), checkpoint_dir, **kwargs)
+
+# %% ../nbs/14_retrieval.ipynb #a3e9b0c2
+def retriever_segment(inter:str, # `<dataset>.inter.json`, or a folder written by `save_csr`
+                      scheme:str, # the IDs by path, see `load_scheme` (not 'random:<seed>')
+                      checkpoint_dir:str, # working dir: checkpoints are written here
+                      config:dict|None=None, # retriever hyperparameters
+                      n_items:int|None=None, # catalog size; None: from the interactions
+                      deadline:dict|None=None, # `loop.deadline_args` of the session clock
+                      device:str|None=None, # None: this rank's GPU when CUDA is there, else the CPU
+                      **kwargs, # more `run_segment` arguments (max_steps, progress, ...)
+                     ) -> SegmentResult:
+    "One resumable segment of a retriever's training from plain arguments: a `loop.run_distributed` job (`'letter8_tokenizer.retrieval:retriever_segment'`)."
+    cfg = retriever_config(config)
+    split = leave_one_out(read_interactions(inter, n_items), cfg.max_len)
+    task = RetrieverTask(load_scheme(scheme, split.inter.n_items)[0], split, cfg, device)
+    return run_segment(task, checkpoint_dir, deadline=Deadline(**deadline) if deadline else None, **kwargs)
 
 # %% ../nbs/14_retrieval.ipynb #e13b5792
 def _result_row(tr:RetrieverTask, group:str|None, test_rows:np.ndarray, train_s:float, train_cpu_s:float) -> dict:
@@ -516,10 +568,11 @@ def evaluate_scheme(scheme:IdScheme, # the IDs
                     log=None, # called with each epoch's row; None: silent
                     group:str|None=None, # family name for tables (e.g. "random" for every seed); None: the scheme's name
                     test:np.ndarray|None=None, # test samples to score (e.g. a fixed sample of split.test); None: all of split.test
+                    device:str|None=None, # None: the GPU when CUDA is there, else the CPU
                    ) -> dict:
     "Train on `scheme` with early stopping, then score the test users: a result row (wall and process CPU seconds too)."
     t0, c0 = time.perf_counter(), time.process_time()
-    tr = RetrieverTask(scheme, split, cfg).fit(log)
+    tr = RetrieverTask(scheme, split, cfg, device).fit(log)
     return _result_row(tr, group, split.test if test is None else test, time.perf_counter() - t0, time.process_time() - c0)
 
 # %% ../nbs/14_retrieval.ipynb #8987ebe7
@@ -610,24 +663,37 @@ def load_scheme(spec:str|Path, # a `.index.json` or `.npy` path, a code table fo
     raise ValueError(f"ID scheme {s!r}: give a <dataset>.index.json, an integer .npy of codes, a code table folder, 'random:<seed>' or 'items'.")
 
 # %% ../nbs/14_retrieval.ipynb #924f5cf3
-@delegates(run_segment, but=['task', 'checkpoint_dir'])
+def _committed_row(out:Path, k:int, scheme:IdScheme, earlier:list) -> Path:
+    "Scheme `k`'s row file in `out`, copied from an earlier copy of the run when only that one has it; a row of another scheme raises."
+    done = out/'rows'/f'{k:02d}.json'
+    if not done.exists() and (prev := next((p for p in (e/'rows'/done.name for e in earlier) if p.is_file()), None)):
+        done.parent.mkdir(parents=True, exist_ok=True); replace_atomic(done, prev.read_bytes())
+    if done.exists() and (was := json.loads(done.read_text())['scheme']) != scheme.name:
+        raise ValueError(f"{out} holds the results of another list of ID schemes (scheme {k + 1} was {was!r}, now {scheme.name!r}): "
+                         "use a new run folder, or the same schemes in the same order.")
+    return done
+
+@delegates(run_segment, but=['task', 'checkpoint_dir', 'read_roots'])
 def retrieval_run(inter:str|Path, # `<dataset>.inter.json`, or a folder written by `save_csr`
                   ids:list, # ID schemes, see `load_scheme`
                   out_dir:str|Path, # run folder: checkpoints/, rows/, then the report
                   config:dict|RetrieverConfig|None=None, # retriever hyperparameters (epochs, seed, ...)
                   n_items:int|None=None, # catalog size; None: from the interactions
-                  **kwargs, # `run_segment`'s options: read_roots, deadline, max_steps, progress, ...
+                  resume_from:list=(), # read-only copies of `out_dir` from earlier sessions: finished rows are reused, checkpoints resumed from
+                  device:str|None=None, # None: the GPU when CUDA is there, else the CPU
+                  **kwargs, # `run_segment`'s options: deadline, max_steps, progress, ...
                  ) -> dict:
     "Train and score each scheme in a resumable segment; when all are done, write the report. `status` says where it stands."
-    out, cfg = Path(out_dir), retriever_config(config)
+    out, cfg, earlier = Path(out_dir), retriever_config(config), [Path(p) for p in resume_from]
     split = leave_one_out(read_interactions(inter, n_items), cfg.max_len)
     rows, first = [], None
     for k, spec in enumerate(ids):
         scheme, group = load_scheme(spec, split.inter.n_items, first)
-        first, done = first or scheme, out/'rows'/f'{k:02d}.json'
+        first, done = first or scheme, _committed_row(out, k, scheme, earlier)
         if not done.exists():
-            t0, c0, tr = time.perf_counter(), time.process_time(), RetrieverTask(scheme, split, cfg)
-            r = run_segment(tr, out/'checkpoints'/f'{k:02d}', **kwargs)
+            t0, c0, tr = time.perf_counter(), time.process_time(), RetrieverTask(scheme, split, cfg, device)
+            roots = [c for e in earlier if (c := e/'checkpoints'/f'{k:02d}').is_dir()]
+            r = run_segment(tr, out/'checkpoints'/f'{k:02d}', roots, **kwargs)
             if not r.done: return dict(status=r.status, scheme=scheme.name, result=asdict(r))
             if tr.best_model is not None: tr.model.load_state_dict(tr.best_model)
             done.parent.mkdir(parents=True, exist_ok=True)

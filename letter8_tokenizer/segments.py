@@ -6,16 +6,18 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/segments.html.md"""
 
 # %% auto #0
 __all__ = ['TINY_OVERRIDES', 'LOCK', 'LOCK_MAX_AGE_S', 'PERMANENT_ERRORS', 'TRANSIENT_ERRORS', 'RUN_PARAMETERS',
-           'PLACEHOLDER_USER', 'RunPaths', 'run_paths', 'segment_config', 'segment_items', 'segment_deadline',
-           'read_status', 'write_status', 'write_metrics', 'committed', 'run_phase', 'RunLockedError', 'read_lock',
-           'lock_message', 'acquire_lock', 'release_lock', 'segment_lock', 'segment_notebook', 'notebook_parameters',
-           'check_parameters', 'parameters_cell_source', 'HereKernelManager', 'kernel_manager', 'SegmentRecord',
-           'is_permanent', 'panel_line', 'Relay', 'relay_engine', 'run_segment', 'RunReport', 'format_table',
-           'changed_parameters', 'run_segments', 'bake_parameters', 'new_experiment']
+           'PLACEHOLDER_USER', 'RunPaths', 'run_paths', 'segment_config', 'segment_items', 'Inputs', 'stage_inputs',
+           'segment_deadline', 'read_status', 'write_status', 'write_metrics', 'committed', 'retrieval_left',
+           'run_phase', 'RunLockedError', 'read_lock', 'lock_message', 'acquire_lock', 'release_lock', 'segment_lock',
+           'segment_notebook', 'notebook_parameters', 'check_parameters', 'parameters_cell_source', 'HereKernelManager',
+           'kernel_manager', 'SegmentRecord', 'is_permanent', 'panel_line', 'Relay', 'relay_engine', 'run_segment',
+           'RunReport', 'format_table', 'changed_parameters', 'run_segments', 'bake_parameters', 'new_experiment']
 
 # %% ../nbs/08_segments.ipynb #6dd63c3e
 import os, sys, json, time, socket, platform, datetime, re, shutil, tempfile, warnings, secrets, errno
 from dataclasses import dataclass, field, asdict
+from typing import NamedTuple
+from fastcore.basics import patch
 from pathlib import Path
 import numpy as np
 from .config import Config, load_config, override, config_hash, config_to_dict
@@ -59,6 +61,17 @@ class RunPaths:
     def probe(self) -> Path:
         "The probe report, when the run is done."
         return self.root/'probe'
+
+# %% ../nbs/08_segments.ipynb #3dab8263
+@patch(as_prop=True)
+def cf(self:RunPaths) -> Path:
+    "SASRec's run folder, when the CF embeddings are learned from interactions (`cf_path='sasrec'`): cf.npy and cf_metrics.json."
+    return self.root/'cf'
+
+@patch(as_prop=True)
+def retrieval(self:RunPaths) -> Path:
+    "The retriever's run folder, when the run's IDs are scored (`retrieval_ids`): rows/, retrieval.json, .html and .png."
+    return self.root/'retrieval'
 
 # %% ../nbs/08_segments.ipynb #b16fbfa5
 _NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]*')
@@ -105,6 +118,33 @@ def segment_items(run:RunPaths, # the run folder
         items = Items(c/'items.npy', cf=c/'cf.npy', labels=c/'labels.npy', validate=False)
         if len(items) == catalog_items: return items
     return synthetic_catalog(c, n_items=catalog_items, seed=seed)
+
+# %% ../nbs/08_segments.ipynb #bd93fd23
+class Inputs(NamedTuple):
+    "The files a run reads, once `items_path`, `cf_path` and `interactions_path` are resolved."
+    items: str # item embeddings ('': the built-in catalog)
+    cf: str # CF embeddings to align with ('': none)
+    n_items: int|None # catalog rows the CF table must have (None: from the interactions)
+
+def stage_inputs(run:RunPaths, # the run folder
+                 items_path:str='', # a `.npy`, '' (the built-in catalog) or 'cf' (the CF table is the items)
+                 cf_path:str='', # a `.npy`, '' (none) or 'sasrec' (learned from the interactions into `run.cf`)
+                 interactions_path:str='', # LETTER's `<dataset>.inter.json` or a `save_csr` folder
+                 retrieval_ids:str='', # the schemes the retriever scores the run's IDs against; '': no retrieval step
+                 catalog_items:int=2000, # rows of the built-in catalog
+                ) -> Inputs:
+    "What the run reads, checked before anything runs; a missing piece raises, naming the parameter to set."
+    needs = [p for p, on in (('cf_path="sasrec"', cf_path == 'sasrec'), ('retrieval_ids', bool(retrieval_ids))) if on]
+    if needs and not interactions_path:
+        raise ValueError(f"{' and '.join(needs)} read interactions: set interactions_path to LETTER's <dataset>.inter.json (or a save_csr folder).")
+    if interactions_path and not Path(interactions_path).exists():
+        raise FileNotFoundError(f"interactions_path={interactions_path!r}: no such file or folder.")
+    if items_path == 'cf' and not cf_path:
+        raise ValueError('items_path="cf" trains on the CF table: give cf_path (a .npy, or "sasrec" to learn it from interactions_path).')
+    cf = str(run.cf/'cf.npy') if cf_path == 'sasrec' else cf_path
+    if items_path == 'cf': return Inputs(cf, '', None)
+    n = catalog_items if not items_path else int(np.load(items_path, mmap_mode='r').shape[0]) if Path(items_path).is_file() else None
+    return Inputs(items_path, cf, n)
 
 # %% ../nbs/08_segments.ipynb #f8092ba8
 def segment_deadline(cfg:Config, # the run's config (its periodic-save interval)
@@ -155,18 +195,33 @@ def committed(roots:list, # checkpoint folders: the working one first, then read
     return found[0] if found else (0, None)
 
 # %% ../nbs/08_segments.ipynb #196eee32
+def _ids_list(retrieval_ids:str) -> list: return [s.strip() for s in str(retrieval_ids or '').split(',') if s.strip()]
+
+def retrieval_left(run:RunPaths, # the run folder
+                   retrieval_ids:str, # the notebook parameter: comma list of schemes scored beside the run's IDs
+                  ) -> str|None:
+    "Why the retriever still has to score the run's IDs against `retrieval_ids`, or None when its report has them."
+    report, want = run.retrieval/'retrieval.json', _ids_list(retrieval_ids)
+    if not report.exists(): return "the IDs are not scored yet (retrieval/retrieval.json is missing)"
+    got = json.loads(report.read_text())['meta'].get('ids', [])[1:]
+    return None if got == want else f"retrieval/retrieval.json scored {got}, not {want}"
+
 def run_phase(run:RunPaths, # the run folder
               read_roots:list=(), # read-only checkpoint roots searched too
+              cf_path:str='', # the notebook parameter: 'sasrec' adds the 'cf' phase
+              retrieval_ids:str='', # the notebook parameter: non-empty adds the 'retrieval' phase
              ) -> tuple:
-    "`(phase, why)`: 'train', 'export' or 'done', from `status.json`, the checkpoints that verify and `export.json`."
+    "`(phase, why)`: 'cf', 'train', 'export', 'retrieval' or 'done', from the run folder's files."
+    if cf_path == 'sasrec' and not (run.cf/'cf.npy').exists(): return 'cf', "the CF embeddings are not learned yet (cf/cf.npy is missing)"
     st = read_status(run.status) or {}
-    if st.get('status') not in ('trained', 'done'): return 'train', f"training is not finished (status {st.get('status')!r})"
+    if st.get('status') not in ('trained', 'exported', 'done'): return 'train', f"training is not finished (status {st.get('status')!r})"
     step, ck = committed([run.checkpoints, *read_roots])
     if step != st.get('step'):
         return 'train', f"trained to step {st.get('step')}, but the newest checkpoint that verifies is step {step}: training resumes from it"
     problem = verify_export(run, step)
-    if problem is None: return 'done', f"trained to step {step} and exported"
-    return 'export', f"trained to step {step}; the export is not committed ({problem}): exporting again from {ck}"
+    if problem is not None: return 'export', f"trained to step {step}; the export is not committed ({problem}): exporting again from {ck}"
+    if retrieval_ids and (left := retrieval_left(run, retrieval_ids)): return 'retrieval', f"trained to step {step} and exported; {left}"
+    return 'done', f"trained to step {step} and exported" + (', its IDs scored' if retrieval_ids else '')
 
 # %% ../nbs/08_segments.ipynb #c21bccf5
 LOCK = 'run.lock'
@@ -262,8 +317,10 @@ def segment_notebook() -> Path:
 
 # %% ../nbs/08_segments.ipynb #2c610982
 def notebook_parameters(experiment:str="demo", # run name; the run folder is <work_dir>/<experiment>
-                       items_path:str="", # .npy item embeddings [n, dim]; empty: the built-in synthetic catalog, written into the run folder
-                       cf_path:str="", # optional .npy CF embeddings [n, cf_dim], row-aligned with the items
+                       items_path:str="", # .npy item embeddings [n, dim]; empty: the built-in synthetic catalog, written into the run folder; "cf": the CF table is the items (no content embedding)
+                       cf_path:str="", # optional .npy CF embeddings [n, cf_dim], row-aligned with the items; "sasrec": learn them from interactions_path first (SASRec, in the run's cf/)
+                       interactions_path:str="", # LETTER's <dataset>.inter.json ({user: [item rows, oldest first]}) or a save_csr folder; read by cf_path="sasrec" and retrieval_ids
+                       cf_overrides:str="{}", # JSON dict of SASRec settings (CFConfig) for cf_path="sasrec", e.g. '{"epochs": 30, "dim": 64}'
                        labels_path:str="", # optional .npy integer labels [n] or [n, levels], for the probe report
                        catalog_items:int=2000, # size of the built-in catalog (when items_path is "")
                        resume_from:str="", # comma-separated read-only checkpoint roots, e.g. /kaggle/input/<dataset>/checkpoints
@@ -275,6 +332,8 @@ def notebook_parameters(experiment:str="demo", # run name; the run folder is <wo
                        kill_after_s:float=0.0, # fault drill: SIGKILL this kernel after this many seconds of training; 0: off
                        export_s:float=0.0, # seconds to allow for the export (codes, tokenizer, probe); 0: estimate from measured times and the catalog size
                        gpus:int=0, # data-parallel ranks under torchrun; 0: one per visible GPU (one process on a CPU), 1: no torchrun
+                       retrieval_ids:str="", # after the export, a generative retriever scores the run's IDs against these on interactions_path: comma list of random:<seed>, items, .index.json or .npy codes; empty: no retrieval step
+                       retriever_overrides:str="{}", # JSON dict of retriever settings (RetrieverConfig), e.g. '{"epochs": 10, "d_model": 64}'
                       ) -> dict:
     "The segment notebook's parameters, declared once: each with its type, default and help; returns them by name."
     return dict(locals())
@@ -427,6 +486,7 @@ def relay_engine(relay, # called with every message the kernel sends, before pap
 
 # %% ../nbs/08_segments.ipynb #cbb1c907
 def _read_roots(resume_from): return [Path(r.strip()) for r in str(resume_from or '').split(',') if r.strip()]
+def _stages(params:dict) -> dict: return {k: str(params.get(k) or '') for k in ('cf_path', 'retrieval_ids')}
 
 def _error_text(e):
     if type(e).__name__ == 'PapermillExecutionError': return f"{e.ename}: {e.evalue}".strip()
@@ -436,7 +496,7 @@ def _outcome(run, name):
     "Stop reason and error of segment `name` from `status.json`, when the notebook itself ended normally."
     st = read_status(run.status) or {}
     if st.get('segment') == name and st.get('status') not in (None, 'running'):
-        return st['status'], st.get('error') if st['status'] not in ('done', 'trained', 'deadline', 'signal', 'step_limit') else None
+        return st['status'], st.get('error') if st['status'] not in ('done', 'trained', 'exported', 'deadline', 'signal', 'step_limit') else None
     return 'error', f"the notebook ended without writing a final status.json for {name} (found {st.get('segment')!r}, status {st.get('status')!r})"
 
 # %% ../nbs/08_segments.ipynb #a7d4ba81
@@ -469,8 +529,9 @@ def run_segment(notebook:str|Path, # the segment notebook template
     if reason is None: reason, error = _outcome(run, name)
     st = read_status(run.status) or {}
     end_step, ck = committed(roots)
-    done = st.get('segment') == name and reason == 'done' and bool(st.get('done')) and run_phase(run, roots[1:])[0] == 'done'
-    return SegmentRecord(name, str(out_path), start, utc_now(), round(time.time() - t0, 2), start_step, end_step, end_step - start_step,
+    done = st.get('segment') == name and reason == 'done' and bool(st.get('done')) and run_phase(run, roots[1:], **_stages(parameters))[0] == 'done'
+    aux = int(st.get('aux_steps') or 0) if st.get('segment') == name else 0  # steps the CF model or the retriever committed
+    return SegmentRecord(name, str(out_path), start, utc_now(), round(time.time() - t0, 2), start_step, end_step, end_step - start_step + aux,
                          reason, done, str(ck) if ck else None, error, str(log), is_permanent(reason, error))
 
 # %% ../nbs/08_segments.ipynb #da5ad12b
@@ -528,14 +589,14 @@ def _verdict(rec:SegmentRecord, fails:int, retries:int, ledger:Path) -> tuple:
     return fails, None
 
 # %% ../nbs/08_segments.ipynb #042d86a8
-RUN_PARAMETERS = ('items_path', 'cf_path', 'labels_path', 'catalog_items', 'config_path', 'overrides')  # what a run's export is made from
+RUN_PARAMETERS = ('items_path', 'cf_path', 'labels_path', 'catalog_items', 'config_path', 'overrides', 'interactions_path', 'cf_overrides')  # what a run's export is made from
 
 def changed_parameters(status:dict|None, # the run's status.json (its `params`, recorded by the segment notebook)
                        params:dict, # the parameters asked for now; missing ones take the notebook's defaults
                       ) -> list:
     "The data and config parameters (`RUN_PARAMETERS`) that differ from those the run was made with, as 'key: then -> now'."
     def norm(k, v):
-        if k == 'overrides':
+        if k in ('overrides', 'cf_overrides'):
             try: return json.dumps(json.loads(v or '{}'), sort_keys=True)
             except (TypeError, ValueError): return str(v)
         return str(v)
@@ -546,12 +607,12 @@ def changed_parameters(status:dict|None, # the run's status.json (its `params`, 
 def _chain(notebook, out, params, run, roots, max_segments, retries, timeout, segment_parameters, env, progress, report, stream=None):
     "The segment loop of `run_segments`, under its lock."
     records, fails, first = [], 0, _next_index(out)
-    phase, why = run_phase(run, roots)
+    phase, why = run_phase(run, roots, **_stages(params))
     if phase == 'done' and (changed := changed_parameters(read_status(run.status), params)):
         raise ValueError(f"{run.root} is already done, made with other parameters ({'; '.join(changed)}): its export would not "
                          f"match them. Use another experiment name for the new run, or delete {run.root} to redo it.")
     if phase == 'done': return report('done', f"{run.root} is already done ({why}); nothing to run.", records)
-    if phase == 'export' and progress: print(f"{run.root}: {why}", flush=True)
+    if phase not in ('cf', 'train') and progress: print(f"{run.root}: {why}", flush=True)
     for i in range(first, first + max_segments):
         name = f"segment-{i:03d}"
         p = {**params, **(segment_parameters or {}).get(i - first, {})}
