@@ -6,14 +6,14 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/kaggle.html.md"""
 
 # %% auto #0
 __all__ = ['PACKAGE', 'INSTALL_CELL_HEAD', 'KAGGLE_PYTHON', 'KAGGLE_PLATFORMS', 'KAGGLE_IMAGE', 'ACCELERATORS', 'KERNEL_METADATA',
-           'DATASET_METADATA', 'DATA_PARAMETERS', 'STAGE_VALUES', 'CHAIN_SETS', 'kaggle_roots', 'run_type', 'on_kaggle',
-           'gpu_names', 'detect_accelerator', 'probe_environment', 'probe_table', 'find_checkpoint_roots',
-           'offline_install_command', 'install_offline', 'ensure_installed', 'install_cell_source', 'on_image',
-           'find_project', 'own_wheel', 'wheelhouse_plan', 'wheelhouse_commands', 'build_wheelhouse', 'machine_shape',
-           'check_ref', 'slugify', 'kernel_metadata', 'validate_kernel_metadata', 'dataset_metadata',
-           'validate_dataset_metadata', 'write_metadata', 'data_path_notes', 'plan_sessions', 'KaggleAuthError',
-           'KaggleQuotaExhausted', 'KaggleKernelError', 'KaggleChainError', 'kaggle_api', 'call_with_backoff',
-           'inject_parameters', 'chain_parameters', 'KaggleChain', 'log_text']
+           'DATASET_METADATA', 'DATA_PARAMETERS', 'STAGE_VALUES', 'CHAIN_SETS', 'STEP_FOLDERS', 'kaggle_roots',
+           'run_type', 'on_kaggle', 'gpu_names', 'detect_accelerator', 'probe_environment', 'probe_table',
+           'find_checkpoint_roots', 'offline_install_command', 'install_offline', 'ensure_installed',
+           'install_cell_source', 'on_image', 'find_project', 'own_wheel', 'wheelhouse_plan', 'wheelhouse_commands',
+           'build_wheelhouse', 'machine_shape', 'check_ref', 'slugify', 'kernel_metadata', 'validate_kernel_metadata',
+           'dataset_metadata', 'validate_dataset_metadata', 'write_metadata', 'data_path_notes', 'plan_sessions',
+           'KaggleAuthError', 'KaggleQuotaExhausted', 'KaggleKernelError', 'KaggleChainError', 'kaggle_api',
+           'call_with_backoff', 'inject_parameters', 'chain_parameters', 'KaggleChain', 'log_text']
 
 # %% ../nbs/09_kaggle.ipynb #23390143
 import io, json, os, platform, re, shutil, subprocess, sys, time, warnings, contextlib
@@ -643,6 +643,7 @@ def _status_name(s): return getattr(s, 'name', str(s)).upper().replace('KERNEL_W
 
 # %% ../nbs/09_kaggle.ipynb #ec9edda0
 CHAIN_SETS = ('experiment', 'work_dir', 'resume_from', 'session_limit_s', 'margin_s')  # parameters the chain sets itself
+STEP_FOLDERS = ('cf', 'retrieval')  # run folders of the steps before and after the tokenizer, handed over with its checkpoints
 
 def chain_parameters(params:dict|None, # segment notebook parameters for every session of a chain
                     ) -> dict:
@@ -839,8 +840,11 @@ def _collect(self:KaggleChain):
         dst = self.state_dir/'codes'
         if dst.exists(): shutil.rmtree(dst)
         shutil.copytree(codes, dst)
+        if (report := out/self.experiment/'retrieval').is_dir():  # the retriever's verdict on the IDs, without its checkpoints
+            if (self.state_dir/'retrieval').exists(): shutil.rmtree(self.state_dir/'retrieval')
+            shutil.copytree(report, self.state_dir/'retrieval', ignore=shutil.ignore_patterns('checkpoints'))
         return self._save_state(phase='done', done=True, step=st.get('step'), errors=0)
-    if prev is not None and st.get('step') is not None and st['step'] <= prev:
+    if prev is not None and st.get('step') is not None and st['step'] <= prev and not st.get('aux_steps'):  # aux: SASRec's or the retriever's steps
         self._save_state(step=st.get('step'))
         raise KaggleChainError(f"session {s['session']} made no progress (step {prev} -> {st.get('step')}): "
                                "the session is too short for one step plus a save; raise session_limit_s or lower margin_s.")
@@ -850,14 +854,17 @@ def _collect(self:KaggleChain):
 @patch
 def _upload(self:KaggleChain):
     s = self.state
-    src = self.state_dir/'sessions'/f"{s['session']:03d}"/self.experiment/'checkpoints'
+    run = self.state_dir/'sessions'/f"{s['session']:03d}"/self.experiment
+    src, steps = run/'checkpoints', [d for d in STEP_FOLDERS if (run/d).is_dir()]
     keep = _committed(src)[:self.upload_keep]
-    if not keep: raise KaggleChainError(f"session {s['session']}: no committed checkpoint in {src}.")
+    if not keep and not steps: raise KaggleChainError(f"session {s['session']}: no committed checkpoint in {src}.")
     stage = self.state_dir/'dataset'
     if stage.exists(): shutil.rmtree(stage)
+    (stage/'checkpoints').mkdir(parents=True)
     for step in keep: shutil.copytree(src/f'step-{step:09d}', stage/'checkpoints'/f'step-{step:09d}')
+    for d in steps: shutil.copytree(run/d, stage/d)  # SASRec's and the retriever's folders go whole: checkpoints, tables, rows
     write_metadata(stage, dataset_metadata(self.dataset_id, f'{self.experiment} checkpoints'[:50].ljust(6, '-')))
-    note = f"session {s['session']} step {keep[0]}"
+    note = f"session {s['session']} step {keep[0] if keep else 0}" + (f" + {'/'.join(steps)}" if steps else '')
     if s['dataset_version'] == 0:
         r = self._call(lambda: self.api.dataset_create_new(str(stage), public=False, quiet=True, dir_mode='zip'),
                        'datasets create')

@@ -280,3 +280,34 @@ def test_real_segment_notebook_chain(env, standin, reference):
                       timeout_s=240, accelerator='none', max_sessions=8).run()
     assert state['done'] and state['session'] == 4, state['history']  # 3 sessions of one step each, then one that exports
     np.testing.assert_array_equal(np.load(env/'chain'/'codes'/'codes.npy'), want)
+
+
+STAGED = '''
+import json
+from pathlib import Path
+exp = Path(work_dir)/experiment; exp.mkdir(parents=True, exist_ok=True)
+seen = [r.parent/'cf'/'cf.txt' for r in map(Path, filter(None, resume_from.split(','))) if (r.parent/'cf'/'cf.txt').is_file()]
+if not seen:  # session 1: only SASRec's step ran (no tokenizer checkpoint), and was cut off
+    (exp/'cf'/'checkpoints'/'step-000000005').mkdir(parents=True)
+    (exp/'cf'/'checkpoints'/'step-000000005'/'manifest.json').write_text('{}')
+    (exp/'cf'/'cf.txt').write_text('learned in session 1')
+    status = {'status': 'deadline', 'done': False, 'step': None, 'aux_steps': 5}
+else:  # session 2: SASRec's folder came back through the checkpoint dataset
+    (exp/'codes').mkdir(); (exp/'codes'/'codes.json').write_text('{}')
+    (exp/'retrieval'/'checkpoints').mkdir(parents=True); (exp/'retrieval'/'retrieval.json').write_text('{"rows": []}')
+    status = {'status': 'done', 'done': True, 'step': 3, 'cf': seen[0].read_text()}
+(exp/'status.json').write_text(json.dumps(status))
+'''
+
+
+def test_chain_hands_over_the_cf_and_retrieval_folders(env, standin):
+    "A session that only ran the CF step counts as progress, and its cf/ folder reaches the next session; the retriever's report comes home."
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(PARAMS, metadata={'tags': ['parameters']}),
+                                         nbformat.v4.new_code_cell(STAGED)])
+    nb.metadata['kernelspec'] = {'name': 'python3', 'display_name': 'Python 3', 'language': 'python'}
+    nbformat.write(nb, str(env/'staged.ipynb'))
+    state = chain_for(env, standin, env/'staged.ipynb', params={}, accelerator='none', max_sessions=3).run()
+    assert state['done'] and state['session'] == 2, state['history']
+    last = json.loads((env/'chain'/'sessions'/'002'/'run'/'status.json').read_text())
+    assert last['cf'] == 'learned in session 1'
+    assert (env/'chain'/'retrieval'/'retrieval.json').is_file() and not (env/'chain'/'retrieval'/'checkpoints').exists()
