@@ -319,8 +319,8 @@ def segment_notebook() -> Path:
 def notebook_parameters(experiment:str="demo", # run name; the run folder is <work_dir>/<experiment>
                        items_path:str="", # .npy item embeddings [n, dim]; empty: the built-in synthetic catalog, written into the run folder; "cf": the CF table is the items (no content embedding)
                        cf_path:str="", # optional .npy CF embeddings [n, cf_dim], row-aligned with the items; "sasrec": learn them from interactions_path first (SASRec, in the run's cf/)
-                       interactions_path:str="", # LETTER's <dataset>.inter.json ({user: [item rows, oldest first]}) or a save_csr folder; read by cf_path="sasrec" and retrieval_ids
-                       cf_overrides:str="{}", # JSON dict of SASRec settings (CFConfig) for cf_path="sasrec", e.g. '{"epochs": 30, "dim": 64}'
+                       interactions_path:str="", # LETTER's <dataset>.inter.json ({user: [item rows, oldest first]}) or a save_csr folder; read when cf_path is "sasrec" and by retrieval_ids
+                       cf_overrides:str="{}", # JSON dict of SASRec settings (CFConfig) when cf_path is "sasrec", e.g. '{"epochs": 30, "dim": 64}'
                        labels_path:str="", # optional .npy integer labels [n] or [n, levels], for the probe report
                        catalog_items:int=2000, # size of the built-in catalog (when items_path is "")
                        resume_from:str="", # comma-separated read-only checkpoint roots, e.g. /kaggle/input/<dataset>/checkpoints

@@ -12,12 +12,11 @@ from letter8_tokenizer.codes import CodeTable
 ROOT = Path(__file__).resolve().parent.parent
 NB = ROOT/'nbs'/'segment.ipynb'
 ENV = {'OMP_NUM_THREADS': 1, 'MKL_NUM_THREADS': 1}
-CONTRACT = {'experiment': ('str', '"demo"'), 'items_path': ('str', '""'), 'cf_path': ('str', '""'), 'labels_path': ('str', '""'),
-            'catalog_items': ('int', '2000'), 'resume_from': ('str', '""'), 'work_dir': ('str', '"runs"'),
-            'session_limit_s': ('float', '0.0'), 'margin_s': ('float', '5.0'), 'config_path': ('str', '""'),
+CONTRACT = {'experiment': ('str', '"demo"'), 'items_path': ('str', '""'), 'cf_path': ('str', '""'), 'interactions_path': ('str', '""'),
+            'cf_overrides': ('str', '"{}"'), 'labels_path': ('str', '""'), 'catalog_items': ('int', '2000'), 'resume_from': ('str', '""'),
+            'work_dir': ('str', '"runs"'), 'session_limit_s': ('float', '0.0'), 'margin_s': ('float', '5.0'), 'config_path': ('str', '""'),
             'overrides': ('str', '"{}"'), 'kill_after_s': ('float', '0.0'), 'export_s': ('float', '0.0'), 'gpus': ('int', '0'),
-            'interactions_path': ('str', '""'), 'cf_overrides': ('str', '"{}"'), 'retrieval_ids': ('str', '""'),
-            'retriever_overrides': ('str', '"{}"')}
+            'retrieval_ids': ('str', '""'), 'retriever_overrides': ('str', '"{}"')}
 
 def outputs(nb_path):
     "Every output of every code cell of a saved notebook, and the notebook."
