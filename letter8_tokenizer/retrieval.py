@@ -607,13 +607,14 @@ def plot_results(results:list[dict], # rows of `evaluate_scheme`
     import matplotlib; matplotlib.use('Agg', force=False)
     import matplotlib.pyplot as plt
     rows = summarise(results)
-    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(rows), 3.2))
+    fig, ax = plt.subplots(figsize=(2.4 + 1.4 * len(rows), 3.2))
     w = 0.8 / len(METRICS)
     for i, m in enumerate(METRICS):
         x = np.arange(len(rows)) + (i - (len(METRICS) - 1) / 2) * w
         ax.bar(x, [r[m] for r in rows], w, yerr=[r[m + '_spread'] / 2 for r in rows], label=m, capsize=2)
     ax.set_xticks(np.arange(len(rows)), [r['group'] for r in rows], rotation=15, ha='right', fontsize=8)
-    ax.set_ylabel('score'); ax.legend(fontsize=7, ncol=2); ax.set_title('Generative retrieval by ID scheme', fontsize=9)
+    ax.set_ylabel('score'); ax.set_title('Generative retrieval by ID scheme', fontsize=9)
+    ax.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.0, 1.0))  # beside the bars, never over them
     fig.tight_layout()
     if path is not None: fig.savefig(path, dpi=110)
     plt.close(fig)
