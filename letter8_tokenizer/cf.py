@@ -226,18 +226,7 @@ def finished(self:CFTask, epoch:int # epochs completed
     return epoch >= self.cfg.epochs or epoch - self.best_epoch > self.cfg.patience
 
 # %% ../nbs/15_cf.ipynb #4a4d79aa
-_CF_STATE = ('best', 'best_epoch', 'best_state', 'history', 'losses')
-
-@patch
-def state(self:CFTask) -> dict:
-    "Weights, optimiser and the early-stopping state."
-    return dict(model=self.model.state_dict(), optim=self.opt.state_dict(), **{k: getattr(self, k) for k in _CF_STATE})
-
-@patch
-def load(self:CFTask, state:dict): # a checkpoint's state
-    "Continue from `state`."
-    self.model.load_state_dict(state['model']); self.opt.load_state_dict(state['optim'])
-    for k in _CF_STATE: setattr(self, k, list(state[k]) if isinstance(state[k], list) else state[k])
+CFTask.state_keys = ('best', 'best_epoch', 'best_state', 'history', 'losses')  # checkpointed with the weights and the optimiser (`Trainable.state`)
 
 # %% ../nbs/15_cf.ipynb #f6c26352
 def _cf_report(task:CFTask) -> dict:

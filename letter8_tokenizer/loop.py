@@ -9,7 +9,7 @@ __all__ = ['HISTORY_POINTS', 'LOOP_KEYS', 'SegmentResult', 'Trainable', 'LinearT
            'plot_metrics', 'deadline_args', 'write_job', 'ddp_worker', 'run_distributed', 'linear_segment']
 
 # %% ../nbs/05c_loop.ipynb #09fcd91e
-import os, sys, time, signal, socket, threading, json, subprocess, tempfile, importlib
+import copy, os, sys, time, signal, socket, threading, json, subprocess, tempfile, importlib
 from collections import deque
 from dataclasses import dataclass, field, asdict, is_dataclass
 from pathlib import Path
@@ -73,12 +73,14 @@ class Trainable:
              shard:Shard|None=None) -> dict: # under DDP: this rank's slice of the batch
         "One optimiser step; its losses as floats (under DDP: this rank's, means over its rows)."
         raise NotImplementedError
+    state_keys:tuple = () # attributes the default `state`/`load` keep besides the `model` and `opt` state dicts
     def state(self) -> dict:
-        "The task's state for a checkpoint: model, optimiser, counters (not the keys the loop adds, see `LOOP_KEYS`)."
-        raise NotImplementedError
+        "The task's state for a checkpoint (not the keys the loop adds, see `LOOP_KEYS`); default: `model`, `opt` and `state_keys`."
+        return dict(model=self.model.state_dict(), optim=self.opt.state_dict(), **{k: getattr(self, k) for k in self.state_keys})
     def load(self, state:dict): # a checkpoint's state
-        "Continue from `state`."
-        raise NotImplementedError
+        "Continue from `state`; default: the inverse of the default `state`."
+        self.model.load_state_dict(state['model']); self.opt.load_state_dict(state['optim'])
+        for k in self.state_keys: setattr(self, k, copy.deepcopy(state[k]))
 
 # %% ../nbs/05c_loop.ipynb #0380be05
 @patch

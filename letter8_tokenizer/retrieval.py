@@ -498,18 +498,7 @@ def finished(self:RetrieverTask, epoch:int # epochs completed
     return epoch >= self.cfg.epochs or self.bad >= self.cfg.patience
 
 # %% ../nbs/14_retrieval.ipynb #ed7c6fea
-_SCALARS = ('loss_sum', 'loss_n', 'best', 'best_epoch', 'bad', 'history', 'best_model')
-
-@patch
-def state(self:RetrieverTask) -> dict:
-    "Weights, optimiser and the early-stopping state."
-    return dict(model=self.model.state_dict(), optim=self.opt.state_dict(), **{k: getattr(self, k) for k in _SCALARS})
-
-@patch
-def load(self:RetrieverTask, state:dict): # a checkpoint's state
-    "Continue from `state`."
-    self.model.load_state_dict(state['model']); self.opt.load_state_dict(state['optim'])
-    for k in _SCALARS: setattr(self, k, copy.deepcopy(state[k]))
+RetrieverTask.state_keys = ('loss_sum', 'loss_n', 'best', 'best_epoch', 'bad', 'history', 'best_model')  # checkpointed with the weights and the optimiser (`Trainable.state`)
 
 # %% ../nbs/14_retrieval.ipynb #2f25b77a
 @patch

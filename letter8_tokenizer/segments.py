@@ -7,11 +7,12 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/segments.html.md"""
 # %% auto #0
 __all__ = ['TINY_OVERRIDES', 'LOCK', 'LOCK_MAX_AGE_S', 'PERMANENT_ERRORS', 'TRANSIENT_ERRORS', 'RUN_PARAMETERS',
            'PLACEHOLDER_USER', 'RunPaths', 'run_paths', 'segment_config', 'segment_items', 'Inputs', 'stage_inputs',
-           'segment_deadline', 'read_status', 'write_status', 'write_metrics', 'committed', 'retrieval_left',
-           'run_phase', 'RunLockedError', 'read_lock', 'lock_message', 'acquire_lock', 'release_lock', 'segment_lock',
-           'segment_notebook', 'notebook_parameters', 'check_parameters', 'parameters_cell_source', 'HereKernelManager',
-           'kernel_manager', 'SegmentRecord', 'is_permanent', 'panel_line', 'Relay', 'relay_engine', 'run_segment',
-           'RunReport', 'format_table', 'changed_parameters', 'run_segments', 'bake_parameters', 'new_experiment']
+           'segment_deadline', 'read_status', 'write_status', 'write_metrics', 'committed', 'comma_list',
+           'retrieval_left', 'run_phase', 'RunLockedError', 'read_lock', 'lock_message', 'acquire_lock', 'release_lock',
+           'segment_lock', 'segment_notebook', 'notebook_parameters', 'check_parameters', 'parameters_cell_source',
+           'HereKernelManager', 'kernel_manager', 'SegmentRecord', 'is_permanent', 'panel_line', 'Relay',
+           'relay_engine', 'run_segment', 'RunReport', 'format_table', 'changed_parameters', 'run_segments',
+           'bake_parameters', 'new_experiment']
 
 # %% ../nbs/08_segments.ipynb #6dd63c3e
 import os, sys, json, time, socket, platform, datetime, re, shutil, tempfile, warnings, secrets, errno
@@ -195,13 +196,16 @@ def committed(roots:list, # checkpoint folders: the working one first, then read
     return found[0] if found else (0, None)
 
 # %% ../nbs/08_segments.ipynb #196eee32
-def _ids_list(retrieval_ids:str) -> list: return [s.strip() for s in str(retrieval_ids or '').split(',') if s.strip()]
+def comma_list(s:str # a notebook parameter holding a comma-separated list ('' = none)
+              ) -> list[str]:
+    "Its items, stripped, the empty ones dropped: how the notebook, the runner and `run_phase` all read `resume_from` and `retrieval_ids`."
+    return [p.strip() for p in str(s or '').split(',') if p.strip()]
 
 def retrieval_left(run:RunPaths, # the run folder
                    retrieval_ids:str, # the notebook parameter: comma list of schemes scored beside the run's IDs
                   ) -> str|None:
     "Why the retriever still has to score the run's IDs against `retrieval_ids`, or None when its report has them."
-    report, want = run.retrieval/'retrieval.json', _ids_list(retrieval_ids)
+    report, want = run.retrieval/'retrieval.json', comma_list(retrieval_ids)
     if not report.exists(): return "the IDs are not scored yet (retrieval/retrieval.json is missing)"
     got = json.loads(report.read_text())['meta'].get('ids', [])[1:]
     return None if got == want else f"retrieval/retrieval.json scored {got}, not {want}"
@@ -485,7 +489,7 @@ def relay_engine(relay, # called with every message the kernel sends, before pap
     return name
 
 # %% ../nbs/08_segments.ipynb #cbb1c907
-def _read_roots(resume_from): return [Path(r.strip()) for r in str(resume_from or '').split(',') if r.strip()]
+def _read_roots(resume_from): return [Path(r) for r in comma_list(resume_from)]
 def _stages(params:dict) -> dict: return {k: str(params.get(k) or '') for k in ('cf_path', 'retrieval_ids')}
 
 def _error_text(e):
