@@ -12,10 +12,12 @@ alpha (CF) 0.01, beta (diversity) 1e-4, Sinkhorn on the last level (LETTER's def
 level), on the CPU. They start from the SAME weights and codebooks (letter8's init, copied into LETTER's
 modules; init time is excluded) and see the same batches in the same order.
 
+letter8 runs in float32 (its default, LETTER's precision) and with `model.precision='bfloat16'` (the MLPs'
+matrix products in bfloat16 under autocast; weights, codebooks, quantiser and losses float32).
 Measured: seconds per training step (median over rounds, models interleaved A, B, A, B) and, unless
 --no-epoch, one whole epoch each: LETTER's own `Trainer._train_epoch` (which first re-clusters every level's
 codebook with k-means-constrained, n_init=10) against letter8's `refresh_groups` + `train_step` over the
-catalog. Then one letter8 step is profiled. Prints tables and writes bench/results/letter_speed.json.
+catalog. Then one letter8 step of each precision is profiled. Prints tables and writes bench/results/letter_speed.json.
 LETTER imports `wandb` at module level but only logs in commented-out lines; when wandb is not installed an
 empty stand-in module is registered so the import succeeds (nothing else is replaced).
 """
@@ -29,6 +31,7 @@ from letter8_tokenizer.model import build_tokenizer, init_codebooks, make_optimi
 
 WORDNET = Path('/work/cache/wordnet-20k/items.npy')
 HIDDEN, E_DIM, LEVELS, K, BATCH, DIM = [2048, 1024, 512, 256, 128, 64], 32, 8, 256, 1024, 768
+BF16 = 'letter8 default, bfloat16 MLPs (model.precision)'
 
 def load_letter(path):
     "LETTER's RQVAE and Trainer classes, imported from its checkout."
@@ -59,6 +62,7 @@ def letter8_config(variant):
                               'model.codebook_size': K, 'model.cf_dim': E_DIM, 'optim.batch_size': BATCH,
                               'quantizer.sinkhorn_levels': [LEVELS - 1], 'model.skip': False, 'model.normalize': False, 'optim.lr': 1e-3})  # LETTER's network, not the kit's defaults
     if variant == 'grad': cfg = override(cfg, {'quantizer.update': 'grad', 'quantizer.reseed': False})
+    if variant == 'bf16': cfg = override(cfg, {'model.precision': 'bfloat16'})
     return cfg
 
 def build_letter8(items, variant, init_from=None):
@@ -177,6 +181,7 @@ def main():
         print(f"data: {res['data']}; torch {torch.__version__}, {torch.get_num_threads()} threads; load {res['load_before']}", flush=True)
         t = time.perf_counter(); l8, l8_opt = build_letter8(items, 'ema'); res['letter8_init_s'] = time.perf_counter() - t
         l8g, l8g_opt = build_letter8(items, 'grad', init_from=l8)
+        l8b, l8b_opt = build_letter8(items, 'bf16', init_from=l8)
         lt, trainer = build_letter(RQVAE, Trainer, l8, items, work)
         t = time.perf_counter(); trainer.labels = letter_groups(Trainer, lt); res['letter_regroup_s'] = time.perf_counter() - t
         t = time.perf_counter(); refresh_groups(l8); res['letter8_regroup_s'] = time.perf_counter() - t
@@ -186,7 +191,8 @@ def main():
         batches = [perm[i:i + BATCH] for i in range(0, len(perm) - BATCH + 1, BATCH)]
         runners = {"LETTER (its RQVAE + trainer step)": lambda b: letter_step(lt, trainer, emb[b], b),
                    'letter8 default (EMA codebooks, re-seeding)': lambda b: train_step(l8, l8_opt, emb[b], cf[b]),
-                   'letter8 LETTER-like (grad codebooks, no re-seeding)': lambda b: train_step(l8g, l8g_opt, emb[b], cf[b])}
+                   'letter8 LETTER-like (grad codebooks, no re-seeding)': lambda b: train_step(l8g, l8g_opt, emb[b], cf[b]),
+                   BF16: lambda b: train_step(l8b, l8b_opt, emb[b], cf[b])}
         if a.experiments:  # letter8 default with another AdamW implementation (same math; see optimizer_check)
             for kind in ('foreach', 'fused'):
                 m, _ = build_letter8(items, 'ema', init_from=l8); o = adamw(m, kind)
@@ -215,33 +221,36 @@ def main():
         print(table(rows, ['method', 'median_step_s', 'items_per_s', 'speedup_vs_LETTER']))
         print(f"per-epoch regrouping of codes (10 groups per level): LETTER k-means-constrained {res['letter_regroup_s']:.2f}s, "
               f"letter8 balanced_groups {res['letter8_regroup_s']:.3f}s")
-        if not a.no_epoch: res['epoch'] = epoch_compare(lt, trainer, l8, l8_opt, items, emb, cf)
-        res['profile'] = profile_step(l8, l8_opt, emb[batches[0]], cf[batches[0]])
+        if not a.no_epoch: res['epoch'] = epoch_compare(lt, trainer, {'letter8 default': (l8, l8_opt), 'letter8 bfloat16': (l8b, l8b_opt)}, items)
+        res['profile'] = {name: profile_step(m, o, emb[batches[0]], cf[batches[0]], name) for name, (m, o) in
+                          {'float32': (l8, l8_opt), 'bfloat16': (l8b, l8b_opt)}.items()}
     res['load_after'] = uptime()
-    res['goal_5x'] = dict(step_speedup=rows[1]['speedup_vs_LETTER'], **({'epoch_speedup': res['epoch']['speedup']} if 'epoch' in res else {}))
+    speedup = {r['method']: r['speedup_vs_LETTER'] for r in rows}
+    res['goal_5x'] = dict(step_speedup=speedup['letter8 default (EMA codebooks, re-seeding)'], step_speedup_bfloat16=speedup[BF16],
+                          **({f'epoch_speedup_{k}': v for k, v in res['epoch']['speedup'].items()} if 'epoch' in res else {}))
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(res, indent=1, default=float))
     print(f"load average before {res['load_before']}, after {res['load_after']}\nwrote {a.out}")
 
-def epoch_compare(lt, trainer, l8, l8_opt, items, emb, cf):
-    "One epoch each, LETTER through its own `_train_epoch` (regrouping included), letter8 through its loop."
+def epoch_compare(lt, trainer, mine, items):
+    "One epoch each, LETTER through its own `_train_epoch` (regrouping included), letter8's models (`{name: (model, opt)}`) through its loop."
     from torch.utils.data import DataLoader
     from datasets import EmbDataset
     loader = DataLoader(EmbDataset(trainer.args.data_path), batch_size=BATCH, shuffle=True, num_workers=0)
-    t = time.perf_counter(); trainer._train_epoch(loader, 0); t_letter = time.perf_counter() - t
-    t = time.perf_counter()
-    refresh_groups(l8)
-    for b in items.batches(BATCH, seed=0, epoch=1): train_step(l8, l8_opt, b.emb, b.cf)
-    t_l8 = time.perf_counter() - t
+    t = time.perf_counter(); trainer._train_epoch(loader, 0); secs = {'LETTER': time.perf_counter() - t}
+    for name, (model, opt) in mine.items():
+        t = time.perf_counter()
+        refresh_groups(model)
+        for b in items.batches(BATCH, seed=0, epoch=1): train_step(model, opt, b.emb, b.cf)
+        secs[name] = time.perf_counter() - t
     n = len(items)
-    out = dict(items=n, letter_s=t_letter, letter8_s=t_l8, letter_items_per_s=n / t_letter, letter8_items_per_s=n / t_l8, speedup=t_letter / t_l8)
+    out = dict(items=n, seconds=secs, items_per_s={k: n / v for k, v in secs.items()}, speedup={k: secs['LETTER'] / v for k, v in secs.items()})
     print(f"\n## one epoch of {n:,} items (LETTER: Trainer._train_epoch, k-means-constrained regrouping included; letter8: refresh_groups + train_step)\n")
-    print(table([dict(method='LETTER', seconds=f'{t_letter:.1f}', items_per_s=f'{n/t_letter:.0f}', speedup='1.00'),
-                 dict(method='letter8 default', seconds=f'{t_l8:.1f}', items_per_s=f'{n/t_l8:.0f}', speedup=f'{t_letter/t_l8:.2f}')],
+    print(table([dict(method=k, seconds=f'{v:.1f}', items_per_s=f'{n/v:.0f}', speedup=f"{secs['LETTER']/v:.2f}") for k, v in secs.items()],
                 ['method', 'seconds', 'items_per_s', 'speedup']))
     return out
 
-def profile_step(model, opt, x, cf):
+def profile_step(model, opt, x, cf, name):
     "torch.profiler and cProfile of one letter8 step: where the time goes."
     from torch.profiler import profile, ProfilerActivity
     train_step(model, opt, x, cf)
@@ -251,7 +260,7 @@ def profile_step(model, opt, x, cf):
     top = sorted(ka, key=lambda e: -e.self_cpu_time_total)[:15]
     rows = [dict(op=e.key, self_ms=round(e.self_cpu_time_total / 1000, 1), share=f'{e.self_cpu_time_total / total:.1%}', calls=e.count) for e in top]
     mm = sum(e.self_cpu_time_total for e in ka if e.key in ('aten::addmm', 'aten::mm', 'aten::bmm', 'aten::matmul', 'aten::linear'))
-    print(f"\n## one letter8 step under torch.profiler: {total/1000:.0f} ms of op self time, matrix products {mm/total:.0%}\n")
+    print(f"\n## one letter8 step ({name} MLPs) under torch.profiler: {total/1000:.0f} ms of op self time, matrix products {mm/total:.0%}\n")
     print(table(rows, ['op', 'self_ms', 'share', 'calls']))
     pr = cProfile.Profile(); pr.enable(); train_step(model, opt, x, cf); pr.disable()
     s = io.StringIO(); pstats.Stats(pr, stream=s).sort_stats('cumtime').print_stats(12)

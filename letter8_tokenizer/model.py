@@ -205,16 +205,28 @@ def denormalise(self:Letter8, y:torch.Tensor # [n, in_dim] rows in the normalise
 
 # %% ../nbs/03_model.ipynb #22981dd8
 @patch
+def run_mlp(self:Letter8, mlp:nn.Module, # `self.encoder` or `self.decoder`
+            x:torch.Tensor # its float32 input
+           ) -> torch.Tensor:
+    "`mlp(x)` as float32, its matrix products in `model.precision`."
+    if self.cfg.model.precision == 'float32': return mlp(x)
+    if x.is_cuda and not torch.cuda.is_bf16_supported():
+        raise RuntimeError(f"model.precision='bfloat16' but {torch.cuda.get_device_name(x.device)} has no bfloat16: set model.precision to 'float32'.")
+    with torch.autocast(x.device.type, dtype=torch.bfloat16): return mlp(x).float()
+
+@patch
 def encode_normalised(self:Letter8, xn:torch.Tensor # [n, in_dim] normalised inputs
                      ) -> torch.Tensor:
     "Latents `[n, e]`: the MLP encoder, plus the linear path when `model.skip`."
-    return self.encoder(xn) + self.enc_skip(xn) if self.enc_skip is not None else self.encoder(xn)
+    z = self.run_mlp(self.encoder, xn)
+    return z + self.enc_skip(xn) if self.enc_skip is not None else z
 
 @patch
 def decode_latent(self:Letter8, zq:torch.Tensor # [n, e] quantised latents
                  ) -> torch.Tensor:
     "Reconstruction `[n, in_dim]` in the normalised space: the MLP decoder, plus the linear path when `model.skip`."
-    return self.decoder(zq) + self.dec_skip(zq) if self.dec_skip is not None else self.decoder(zq)
+    y = self.run_mlp(self.decoder, zq)
+    return y + self.dec_skip(zq) if self.dec_skip is not None else y
 
 @patch
 def embed(self:Letter8, x:torch.Tensor # [n, in_dim] item embeddings, as given

@@ -182,3 +182,18 @@ def test_refit_at_epoch_ends_resumes_bit_exact(catalog, tmp_path):
     plain = train_segment(override(cfg, {'quantizer.refit_every_epochs': 0}), items, tmp_path/'plain', progress=False)
     c = Checkpointer(tmp_path/'plain').load().state['model']
     assert not torch.equal(a['levels.0.codebook'], c['levels.0.codebook']), 'the refit changed nothing'
+
+def test_bfloat16_run_trains_and_resumes_bit_exact(catalog, tmp_path):
+    "`model.precision='bfloat16'`: the MLPs run in bfloat16, the weights stay float32, and a stopped run resumes to the same weights."
+    cfg = override(Config(), {**OVERRIDES, 'optim.epochs': 2, 'model.precision': 'bfloat16'})
+    items = Items(catalog/'items.npy', cf=catalog/'cf.npy')
+    whole = train_segment(cfg, items, tmp_path/'whole', progress=False)
+    first = train_segment(cfg, items, tmp_path/'split', max_steps=7, progress=False)
+    rest = train_segment(cfg, items, tmp_path/'split', progress=False)
+    assert (whole.status, first.status, rest.status, rest.resumed_from) == ('done', 'step_limit', 'done', 7)
+    a, b = Checkpointer(tmp_path/'whole').load().state['model'], Checkpointer(tmp_path/'split').load().state['model']
+    assert all(a[k].dtype == b[k].dtype for k in a) and a['encoder.0.weight'].dtype == torch.float32
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    f32 = train_segment(override(cfg, {'model.precision': 'float32'}), items, tmp_path/'f32', progress=False)
+    c = Checkpointer(tmp_path/'f32').load().state['model']
+    assert not torch.equal(a['encoder.0.weight'], c['encoder.0.weight']), 'bfloat16 changed nothing'
