@@ -722,21 +722,27 @@ def learning_health(model:Letter8, # a trained tokenizer
                     labels:np.ndarray|None=None, # [n, m] labels for the probes; None: the catalog's, if any
                     seed:int=0, # sample, init and probe seed
                    ) -> Health:
-    "Is the tokenizer learning? Latent spread, reconstruction, and trained codes against the init's and random codes."
+    """Is the tokenizer learning? Latent spread, reconstruction, and trained codes against the init's and random codes.
+    The init is fit on the catalog (up to `quantizer.init_sample` items, the checked ones among them), as the tokenizer was:
+    an init fit on the checked items alone has far fewer items per code, and would look better than it is."""
     from letter8_tokenizer.probe import shuffle_codes
-    n = len(items)
-    rows = np.arange(n) if sample is None or sample >= n else np.sort(np.random.default_rng([seed, 11]).choice(n, sample, replace=False))
-    x = np.asarray(items.take(rows).emb if isinstance(items, Items) else np.asarray(items)[rows], np.float32)
+    n, sizes = len(items), [lvl.k for lvl in model.levels]
+    rng = np.random.default_rng([seed, 11])
+    rows = np.arange(n) if sample is None or sample >= n else np.sort(rng.choice(n, sample, replace=False))
+    cap = max(len(rows), model.cfg.quantizer.init_sample)
+    fit = np.arange(n) if n <= cap else np.union1d(rows, rng.choice(n, cap - len(rows), replace=False))
+    take = lambda r: np.asarray(items.take(r).emb if isinstance(items, Items) else np.asarray(items)[r], np.float32)
+    init = residual_init(take(fit), levels=len(sizes), k=sizes, seed=seed)
+    init_codes = init.codes[np.searchsorted(fit, rows)]
+    x = take(rows)
     if labels is None and isinstance(items, Items) and items.labels is not None: labels = np.asarray(items.labels)
     y = None if labels is None else np.asarray(labels).reshape(n, -1)[rows]
     codes, z, _ = encode(model, x, latents=True)
     xn = model.normalise(torch.as_tensor(x)).numpy()
     mse = float(((decode(model, codes) - x) ** 2).mean())
-    sizes = [lvl.k for lvl in model.levels]
-    init = residual_init(x, levels=len(sizes), k=sizes, seed=seed)
-    init_mse = float(((sum(C[c] for C, c in zip(init.codebooks, init.codes.T)) - x) ** 2).mean())
+    init_mse = float(((sum(C[c] for C, c in zip(init.codebooks, init_codes.T)) - x) ** 2).mean())
     numbers = dict(items=len(x), latent_spread=float(np.sqrt(z.var(0).mean() / max(xn.var(0).mean(), 1e-30))),
                    recon_rel=mse / max(float(x.var(0).mean()), 1e-30),
-                   trained=code_metrics(codes, x, sizes, y, mse, seed), init=code_metrics(init.codes, x, sizes, y, init_mse, seed),
+                   trained=code_metrics(codes, x, sizes, y, mse, seed), init=code_metrics(init_codes, x, sizes, y, init_mse, seed),
                    random=code_metrics(shuffle_codes(codes, seed), x, sizes, y, None, seed))
     return Health(*_verdict(numbers), numbers)
