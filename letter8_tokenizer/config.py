@@ -44,7 +44,7 @@ class QuantizerConfig:
     sinkhorn_iters: int = 50 # Sinkhorn iterations
     init_sample: int = 100_000 # items passed through the encoder for the residual k-means init
     init_niter: int = 20 # Lloyd iterations per level of the init
-    refit_every_epochs: int = 0 # exact Lloyd step of every codebook over `init_sample` items every this many epochs (0: never); undoes the EMA's drift (model page)
+    refit_every_epochs: int = 1 # exact Lloyd step of every codebook over `init_sample` items every this many epochs (0: never); undoes the EMA's drift (model page)
 
 # %% ../nbs/02_config.ipynb #c3c5b44d
 @dataclass
@@ -67,7 +67,7 @@ class OptimConfig:
     lr: float = 3e-4 # AdamW learning rate (LETTER: 1e-3)
     weight_decay: float = 1e-4 # AdamW weight decay
     batch_size: int = 1024 # items per step
-    epochs: int = 100 # passes over the catalog
+    epochs: int = 200 # passes over the catalog (WordNet 20k, 8 x 256: 0.84x the init's reconstruction error at 100, 0.80x at 200; model page)
     grad_clip: float|None = None # clip the gradient norm to this, when set
 
 # %% ../nbs/02_config.ipynb #03e18130
