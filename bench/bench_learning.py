@@ -4,15 +4,19 @@
   python bench/bench_learning.py --n 0 --inputs as-is     # all 82,115 synsets
   python bench/bench_learning.py --catalog /work/cache/wordnet-20k --epochs 10 --inputs as-is,l2
   python bench/bench_learning.py --epochs 10 --no-refit                # without the per-epoch codebook refit
-  # the recorded 20k run (two processes; each writes its own file):
-  python bench/bench_learning.py --catalog /work/cache/wordnet-20k --epochs 10 --threads 1 --inputs as-is,l2,standardised
-  python bench/bench_learning.py --catalog /work/cache/wordnet-20k --epochs 10 --threads 1 --inputs x1e-3,x1e3 \
-      --tag _scaled --out bench/results/learning_scaled.json
+  # the recorded runs of the current defaults (one thread each, bfloat16 MLPs; bench/results/learning_activation.json):
+  python bench/bench_learning.py --catalog /work/cache/wordnet-20k --threads 1 --inputs as-is --epochs 80 --no-health \
+      --set '{"model.precision": "bfloat16"}' --tag _bfloat16_silu_lr1e-3_e80 --out bench/results/learning_activation.json
+  python bench/bench_learning.py --catalog /work/cache/wordnet-20k --threads 1 --inputs l2,standardised,x1e-3,x1e3 --epochs 100 \
+      --set '{"model.precision": "bfloat16"}' --tag _bfloat16_silu_lr1e-3_e100_transforms --out bench/results/learning_activation.json
+  python bench/bench_learning.py --catalog /work/cache/wordnet-full --threads 1 --inputs as-is --epochs 100 \
+      --set '{"model.precision": "bfloat16"}' --tag _bfloat16_silu_lr1e-3_e100 --out bench/results/learning_activation.json
+  # the old defaults: --set '{"model.activation": "relu", "optim.lr": 3e-4}'
 
 The catalog: WordNet noun synsets (`wordnet_catalog`: lemmas + gloss embedded with the bundled MiniLM, 384-d,
 L2-normalised; labels: lexicographer file, hypernym at depth 1 and at depth 2). For each input transform (as
 given, L2-normalised again, standardised per dimension, scaled by 1e-3 and by 1e3) one run of the default config
-(8 levels x 256 codes) is trained on CPU, with `refit_codebooks` at the end of every epoch (--no-refit: without),
+(8 levels x 256 codes) is trained on CPU, with `refit_codebooks` every `quantizer.refit_every_epochs` (default 1; --no-refit: never),
 and in the same run `residual_init` (RQ-KMeans on the transformed embeddings, the training-free init) and random codes (the trained codes permuted per level) are scored the same
 way: reconstruction MSE in the input space, linear probes at depths 1 and 2 per label level, neighbour ratio at
 depth 1, code usage and perplexity per level, collisions before resolution. Issue 13's bars are checked and
@@ -37,8 +41,8 @@ class Memory:
     def __len__(self): return len(self.emb)
     def take(self, rows): return type('Rows', (), dict(emb=self.emb[rows]))()
 
-def train(x, cfg, log_every=5, refit=True):
-    "Train `cfg` on the rows of `x` (shuffled each epoch with the config's seed; `refit_codebooks` after each); the model and the per-epoch history."
+def train(x, cfg, log_every=5):
+    "Train `cfg` on the rows of `x` (shuffled each epoch with the config's seed; `refit_codebooks` every `quantizer.refit_every_epochs`); the model and the per-epoch history."
     model = build_tokenizer(cfg); init_codebooks(model, Memory(x)); opt = make_optimizer(model)
     rng, hist, t = np.random.default_rng(cfg.seed), [], time.perf_counter()
     for ep in range(cfg.optim.epochs):
@@ -46,7 +50,8 @@ def train(x, cfg, log_every=5, refit=True):
         perm, sums = rng.permutation(len(x)), {}
         for i in range(0, len(x), cfg.optim.batch_size):
             for k, v in train_step(model, opt, x[perm[i:i + cfg.optim.batch_size]]).items(): sums.setdefault(k, []).append(v)
-        if refit: sums['refit_latent_mse'] = [refit_codebooks(model, Memory(x))]
+        every = cfg.quantizer.refit_every_epochs
+        if every and (ep + 1) % every == 0: sums['refit_latent_mse'] = [refit_codebooks(model, Memory(x))]
         hist.append({k: float(np.mean(v)) for k, v in sums.items()})
         if log_every and (ep % log_every == 0 or ep == cfg.optim.epochs - 1):
             h = hist[-1]
@@ -64,21 +69,21 @@ def bars(t, i, r, k):
             'usage >= 90%': t['min_used'] >= 0.9, 'perplexity >= k/2': t['min_perplexity'] >= 0.5,
             'collisions <= init': t['collide'] <= i['collide']}
 
-def run(x0, labels, name, cfg, seed=0, health=True, refit=True):
+def run(x0, labels, name, cfg, seed=0, health=True):
     x = np.ascontiguousarray(TRANSFORMS[name](x0.astype(np.float64)).astype(np.float32))
     sizes = [cfg.model.codebook_size] * cfg.model.levels
     print(f"{name}: training {cfg.optim.epochs} epochs on {len(x):,} items", flush=True)
-    model, hist, secs = train(x, cfg, refit=refit)
+    model, hist, secs = train(x, cfg)
     codes = encode(model, x)
     mse = float(((decode(model, codes) - x) ** 2).mean())
     t0 = time.perf_counter()
     init = residual_init(x, levels=cfg.model.levels, k=cfg.model.codebook_size, seed=seed)
     init_s = time.perf_counter() - t0
-    init_mse = float(((sum(C[c] for C, c in zip(init.codebooks, init.codes.T)) - x) ** 2).mean())
+    init_mse = float(((init.decode() - x) ** 2).mean())
     rows = dict(trained=code_metrics(codes, x, sizes, labels, mse, seed), init=code_metrics(init.codes, x, sizes, labels, init_mse, seed),
                 random=code_metrics(shuffle_codes(codes, seed), x, sizes, labels, float(((decode(model, shuffle_codes(codes, seed)) - x) ** 2).mean()), seed))
     health = learning_health(model, x, sample=5000, labels=labels, seed=seed) if health else None
-    return dict(transform=name, refit=refit, item_var=float(x.var(0).mean()), train_s=secs, init_s=init_s, history=hist, health=health and health.verdict,
+    return dict(transform=name, refit=cfg.quantizer.refit_every_epochs, item_var=float(x.var(0).mean()), train_s=secs, init_s=init_s, history=hist, health=health and health.verdict,
                 health_message=health and str(health), bars=bars(rows['trained'], rows['init'], rows['random'], cfg.model.codebook_size), **rows)
 
 def table(r):
@@ -111,7 +116,7 @@ def main():
     ap.add_argument('--set', default='{}', help='JSON of dotted config overrides')
     ap.add_argument('--threads', type=int, default=None)
     ap.add_argument('--no-health', action='store_true', help='skip learning_health (it fits another residual_init on 5,000 items)')
-    ap.add_argument('--no-refit', action='store_true', help='no refit_codebooks at epoch ends (the EMA codebooks alone)')
+    ap.add_argument('--no-refit', action='store_true', help='quantizer.refit_every_epochs 0: the EMA codebooks alone')
     ap.add_argument('--tag', default='', help='suffix of the JSON key, so runs in parallel processes keep each other')
     ap.add_argument('--out', default=str(Path(__file__).parent/'results'/'learning.json'))
     a = ap.parse_args()
@@ -122,13 +127,14 @@ def main():
     x0, labels = np.asarray(items.emb, np.float32), np.asarray(items.labels)
     ov = json.loads(a.set)
     if a.epochs: ov['optim.epochs'] = a.epochs
+    if a.no_refit: ov['quantizer.refit_every_epochs'] = 0
     cfg = override(Config(), {'model.in_dim': x0.shape[1], **ov})
     out = dict(catalog=folder, n=len(x0), dim=x0.shape[1], config=ov, levels=cfg.model.levels, k=cfg.model.codebook_size,
                epochs=cfg.optim.epochs, torch_threads=torch.get_num_threads(), host=platform.node(), cpus=os.cpu_count(),
                cuda=torch.cuda.is_available(), when=time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime()),
                command=' '.join(sys.argv), runs=[])
     for name in a.inputs.split(','):
-        out['runs'].append(run(x0, labels, name, override(cfg, {}), health=not a.no_health, refit=not a.no_refit))
+        out['runs'].append(run(x0, labels, name, override(cfg, {}), health=not a.no_health))
         table(out['runs'][-1])
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         kept = json.loads(Path(a.out).read_text()) if Path(a.out).exists() else {}

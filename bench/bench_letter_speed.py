@@ -60,7 +60,7 @@ def make_data(work, n, source):
 def letter8_config(variant):
     cfg = override(Config(), {'model.in_dim': DIM, 'model.hidden': HIDDEN, 'model.e_dim': E_DIM, 'model.levels': LEVELS,
                               'model.codebook_size': K, 'model.cf_dim': E_DIM, 'optim.batch_size': BATCH,
-                              'quantizer.sinkhorn_levels': [LEVELS - 1], 'model.skip': False, 'model.normalize': False, 'optim.lr': 1e-3})  # LETTER's network, not the kit's defaults
+                              'quantizer.sinkhorn_levels': [LEVELS - 1], 'model.skip': False, 'model.normalize': False, 'model.activation': 'relu', 'optim.lr': 1e-3})  # LETTER's network, not the kit's defaults
     if variant == 'grad': cfg = override(cfg, {'quantizer.update': 'grad', 'quantizer.reseed': False})
     if variant == 'bf16': cfg = override(cfg, {'model.precision': 'bfloat16'})
     return cfg

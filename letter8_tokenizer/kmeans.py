@@ -340,6 +340,11 @@ class ResidualInit(NamedTuple):
     codes: np.ndarray # `[n, levels]` int64 code of each point at each level
     residual_norms: np.ndarray # `[levels]` mean L2 norm of the residual after each level
 
+    def decode(self, codes:np.ndarray|None=None, # `[n, levels]` codes; None: the init's own
+              ) -> np.ndarray:
+        "The rows as the init rebuilds them: each row's code vectors summed over the levels."
+        return sum(C[c] for C, c in zip(self.codebooks, np.asarray(self.codes if codes is None else codes).T))
+
 def residual_init(x:np.ndarray, # [n, d] points, e.g. encoder outputs of a large sample of items
                   levels:int=8, # number of codebook levels
                   k:int|list=256, # codes per level, or one size per level

@@ -117,7 +117,7 @@ def test_diverging_run_stops_and_commits_nothing_nonfinite(tmp_path, catalog):
     cfg = override(Config(), {**SMALL, 'optim.lr': 1e6, 'schedule.save_every_steps': 1, 'schedule.keep': 2})
     r = train_segment(cfg, items, tmp_path/'ck', progress=False)
     assert r.status == 'diverged' and not r.done
-    assert 'not finite' in r.message and 'optim.lr' in r.message and 'optim.grad_clip' in r.message, r.message
+    assert ('not finite' in r.message or 'NaN or inf' in r.message) and 'optim.lr' in r.message and 'optim.grad_clip' in r.message, r.message  # losses or optimiser state
     assert f"diverged at step {r.step + 1}" in r.message and r.checkpoint in r.message
     assert verified_checkpoints(tmp_path/'ck')[0] == (r.step, Path(r.checkpoint))
     for _, p in step_dirs(tmp_path/'ck'): assert nonfinite_tensors(load_state(p/'state.pt')) == [], p
