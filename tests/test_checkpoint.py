@@ -321,6 +321,8 @@ def train(root, out, step_sleep, slow_fsync, verbose):
     say('done')
 
 def run(args):
+    import faulthandler  # a run hung past 45 s (they take seconds) prints every thread's stack to stderr and exits 1
+    faulthandler.dump_traceback_later(45, exit=True)
     root, out, step_sleep, slow_fsync, verbose = args
     train(root, out, float(step_sleep), float(slow_fsync), verbose == '1')
 
