@@ -12,6 +12,9 @@
   python bench/bench_learning.py --catalog /work/cache/wordnet-full --threads 1 --inputs as-is --epochs 100 \
       --set '{"model.precision": "bfloat16"}' --tag _bfloat16_silu_lr1e-3_e100 --out bench/results/learning_activation.json
   # the old defaults: --set '{"model.activation": "relu", "optim.lr": 3e-4}'
+  # do the gains hold on items neither was fit on? 20% held out of the tokenizer's training and of the init's fit:
+  python bench/bench_learning.py --catalog /work/cache/wordnet-20k --threads 1 --inputs as-is --epochs 80 --no-health --holdout 0.2 \
+      --set '{"model.precision": "bfloat16"}' --tag _bfloat16_e80_holdout --out bench/results/learning_holdout.json
 
 The catalog: WordNet noun synsets (`wordnet_catalog`: lemmas + gloss embedded with the bundled MiniLM, 384-d,
 L2-normalised; labels: lexicographer file, hypernym at depth 1 and at depth 2). For each input transform (as
@@ -20,7 +23,9 @@ given, L2-normalised again, standardised per dimension, scaled by 1e-3 and by 1e
 and in the same run `residual_init` (RQ-KMeans on the transformed embeddings, the training-free init) and random codes (the trained codes permuted per level) are scored the same
 way: reconstruction MSE in the input space, linear probes at depths 1 and 2 per label level, neighbour ratio at
 depth 1, code usage and perplexity per level, collisions before resolution. Issue 13's bars are checked and
-printed, then one summary row per transform (ratios against init and random). Writes bench/results/learning.json (or --out).
+printed, then one summary row per transform (ratios against init and random). With --holdout, a share of the items
+is kept out of both fits and scored the same way, each coding them with its own codebooks (nearest code per level):
+is the gain learned, or memorised? Writes bench/results/learning.json (or --out).
 """
 import argparse, json, os, platform, sys, time
 from pathlib import Path
@@ -69,8 +74,17 @@ def bars(t, i, r, k):
             'usage >= 90%': t['min_used'] >= 0.9, 'perplexity >= k/2': t['min_perplexity'] >= 0.5,
             'collisions <= init': t['collide'] <= i['collide']}
 
-def run(x0, labels, name, cfg, seed=0, health=True):
+def heldout_split(n, share, seed=0):
+    "Row ids `(train, held_out)`: a seeded `share` of the n rows is held out of training (and of the init's fit)."
+    perm = np.random.default_rng(seed + 1).permutation(n)
+    cut = int(round(n * share))
+    return np.sort(perm[cut:]), np.sort(perm[:cut])
+
+def run(x0, labels, name, cfg, seed=0, health=True, holdout=0.0):
     x = np.ascontiguousarray(TRANSFORMS[name](x0.astype(np.float64)).astype(np.float32))
+    if holdout:  # the tokenizer and the init are both fit on the training rows only; the held-out rows are coded by each
+        train_rows, held_rows = heldout_split(len(x), holdout, seed)
+        x, x_held, labels, labels_held = x[train_rows], x[held_rows], labels[train_rows], labels[held_rows]
     sizes = [cfg.model.codebook_size] * cfg.model.levels
     print(f"{name}: training {cfg.optim.epochs} epochs on {len(x):,} items", flush=True)
     model, hist, secs = train(x, cfg)
@@ -83,24 +97,37 @@ def run(x0, labels, name, cfg, seed=0, health=True):
     rows = dict(trained=code_metrics(codes, x, sizes, labels, mse, seed), init=code_metrics(init.codes, x, sizes, labels, init_mse, seed),
                 random=code_metrics(shuffle_codes(codes, seed), x, sizes, labels, float(((decode(model, shuffle_codes(codes, seed)) - x) ** 2).mean()), seed))
     health = learning_health(model, x, sample=5000, labels=labels, seed=seed) if health else None
-    return dict(transform=name, refit=cfg.quantizer.refit_every_epochs, item_var=float(x.var(0).mean()), train_s=secs, init_s=init_s, history=hist, health=health and health.verdict,
-                health_message=health and str(health), bars=bars(rows['trained'], rows['init'], rows['random'], cfg.model.codebook_size), **rows)
+    out = dict(transform=name, refit=cfg.quantizer.refit_every_epochs, item_var=float(x.var(0).mean()), train_s=secs, init_s=init_s, history=hist, health=health and health.verdict,
+               health_message=health and str(health), bars=bars(rows['trained'], rows['init'], rows['random'], cfg.model.codebook_size), **rows)
+    if holdout: out['held_out'] = held_out_rows(model, init, x_held, labels_held, sizes, seed)
+    return out
 
-def table(r):
-    keys = [k for k in r['trained'] if k != 'mse'] 
-    print(f"\n{r['transform']}, refit {r['refit']} (item variance per dim {r['item_var']:.3g}; health: {r['health']})")
+def held_out_rows(model, init, x, labels, sizes, seed):
+    "The same metrics on rows neither the tokenizer nor the init saw: each codes them (nearest code per level) and rebuilds them."
+    codes, init_codes = encode(model, x), init.encode(x)
+    mse = lambda c: float(((decode(model, c) - x) ** 2).mean())
+    rows = dict(n=len(x), trained=code_metrics(codes, x, sizes, labels, mse(codes), seed),
+                init=code_metrics(init_codes, x, sizes, labels, float(((init.decode(init_codes) - x) ** 2).mean()), seed),
+                random=code_metrics(shuffle_codes(codes, seed), x, sizes, labels, mse(shuffle_codes(codes, seed)), seed))
+    rows['bars'] = bars(rows['trained'], rows['init'], rows['random'], sizes[0])
+    return rows
+
+def table(r, title=None):
+    keys = [k for k in r['trained'] if k != 'mse']
+    print(title or f"\n{r['transform']}, refit {r['refit']} (item variance per dim {r['item_var']:.3g}; health: {r['health']})")
     print('| metric | trained | init (residual_init) | random | trained / init | trained / random |\n|---|---|---|---|---|---|')
     for k in ['mse'] + keys:
         t, i, rnd = r['trained'].get(k), r['init'].get(k), r['random'].get(k)
         f = lambda v: '' if v is None else f"{v:.4g}"
         print(f"| {k} | {f(t)} | {f(i)} | {f(rnd)} | {f(t / i) if i else ''} | {f(t / rnd) if rnd else ''} |")
     print('bars: ' + ', '.join(f"{k}: {'PASS' if v else 'FAIL'}" for k, v in r['bars'].items()), flush=True)
+    if 'held_out' in r: table(r['held_out'], f"\n{r['transform']}, the {r['held_out']['n']:,} held-out items (coded, never trained on)")
 
 def summary(runs):
     "One row per input transform: the trained codes as ratios of the init's and differences from random codes, measured in the same run."
     print('\n| inputs | mse / init | mse / random | probes - init (min) | probes - random (min) | neighbour d1 / init | least perplexity | least used | collide / init | bars passed |')
     print('|---|---|---|---|---|---|---|---|---|---|')
-    for r in runs:
+    for r in runs + [dict(h['held_out'], transform=f"{h['transform']}, held out") for h in runs if 'held_out' in h]:
         t, i, rnd = r['trained'], r['init'], r['random']
         probes = [k for k in t if k.startswith('probe')]
         print(f"| {r['transform']} | {t['mse'] / i['mse']:.3f} | {t['mse'] / rnd['mse']:.3f} | {min(t[p] - i[p] for p in probes):+.4f} | "
@@ -117,6 +144,7 @@ def main():
     ap.add_argument('--threads', type=int, default=None)
     ap.add_argument('--no-health', action='store_true', help='skip learning_health (it fits another residual_init on 5,000 items)')
     ap.add_argument('--no-refit', action='store_true', help='quantizer.refit_every_epochs 0: the EMA codebooks alone')
+    ap.add_argument('--holdout', type=float, default=0.0, help='share of the items held out of training and of the init, then coded and scored too (0: none)')
     ap.add_argument('--tag', default='', help='suffix of the JSON key, so runs in parallel processes keep each other')
     ap.add_argument('--out', default=str(Path(__file__).parent/'results'/'learning.json'))
     a = ap.parse_args()
@@ -132,9 +160,9 @@ def main():
     out = dict(catalog=folder, n=len(x0), dim=x0.shape[1], config=ov, levels=cfg.model.levels, k=cfg.model.codebook_size,
                epochs=cfg.optim.epochs, torch_threads=torch.get_num_threads(), host=platform.node(), cpus=os.cpu_count(),
                cuda=torch.cuda.is_available(), when=time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime()),
-               command=' '.join(sys.argv), runs=[])
+               holdout=a.holdout, command=' '.join(sys.argv), runs=[])
     for name in a.inputs.split(','):
-        out['runs'].append(run(x0, labels, name, override(cfg, {}), health=not a.no_health))
+        out['runs'].append(run(x0, labels, name, override(cfg, {}), health=not a.no_health, holdout=a.holdout))
         table(out['runs'][-1])
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         kept = json.loads(Path(a.out).read_text()) if Path(a.out).exists() else {}

@@ -3,7 +3,7 @@
   python bench/bench_letter_speed.py --letter /work/ext/LETTER/RQ-VAE            # 3 rounds x 5 steps each, + 1 epoch
   python bench/bench_letter_speed.py --letter ... --rounds 2 --steps 3 --no-epoch   # quicker
   python bench/bench_letter_speed.py --letter ... --no-epoch --experiments --threads 1
-      # also letter8 with AdamW foreach / fused and an exp-domain float64 Sinkhorn (monkeypatched; equality checked)
+      # also letter8 with AdamW foreach / fused and the old log-domain Sinkhorn (monkeypatched; equality checked)
 
 LETTER (github.com/HonghuiBao2000/LETTER, folder RQ-VAE) is imported at run time from the checkout given by
 --letter; none of its code lives in this project. Both sides get LETTER's architecture at 768-d input (MLP
@@ -113,29 +113,24 @@ def adamw(model, kind):
     o = model.cfg.optim
     return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=o.lr, weight_decay=o.weight_decay, **{kind: True})
 
-def sinkhorn_exp64(dist, eps=0.003, iters=50):
-    "letter8's Sinkhorn iteration in the exp domain in float64 (as LETTER computes it): one exp, then sums and divisions."
-    q = (dist.double() / -(dist.max().clamp_min(1e-12).double() * eps)).exp_()
-    for _ in range(iters):
-        q /= q.sum(0, keepdim=True)
-        q /= q.sum(1, keepdim=True)
-    return q.argmax(1)
-
-def assign_exp64(self, r):
-    "`QuantizerLevel.assign` with `sinkhorn_exp64` in place of the log-domain `sinkhorn_codes` (monkeypatch, experiment only)."
-    from letter8_tokenizer.model import sqdist
+def assign_log(self, r):
+    "`QuantizerLevel.assign` with the log-domain `sinkhorn_log` (the kit's form before 2026-12) in place of the scaled one (monkeypatch, experiment only)."
+    from letter8_tokenizer.model import sqdist, sinkhorn_log
     dist = sqdist(r.detach(), self.codebook.detach())
-    return sinkhorn_exp64(dist, self.sinkhorn_eps, self.sinkhorn_iters).to(r.device) if self.sinkhorn and self.training else dist.argmin(1)
+    if not (self.sinkhorn and self.training): return dist.argmin(1)
+    logk = dist.double() / -(dist.max().clamp_min(1e-12).double() * self.sinkhorn_eps)
+    return sinkhorn_log(logk - logk.amax(1, keepdim=True), self.sinkhorn_iters)
 
 def sinkhorn_check(cases=8):
     "Do both Sinkhorn forms give the same codes? Random batches of 1024 residuals x 256 codes at several scales."
-    from letter8_tokenizer.model import sinkhorn_codes, sqdist
+    from letter8_tokenizer.model import sinkhorn_codes, sinkhorn_log, sqdist
     agree = []
     for s in range(cases):
         g = torch.Generator().manual_seed(s)
         d = sqdist(torch.randn(1024, 32, generator=g) * (0.2 + s), torch.randn(256, 32, generator=g))
-        agree.append(float((sinkhorn_codes(d) == sinkhorn_exp64(d)).float().mean()))
-    print(f'Sinkhorn exp-domain float64 vs log-domain float32: share of equal codes per batch {agree}')
+        logk = d.double() / -(d.max().double() * 0.003)
+        agree.append(float((sinkhorn_codes(d) == sinkhorn_log(logk - logk.amax(1, keepdim=True))).float().mean()))
+    print(f'Sinkhorn scaled (the default) vs log-domain: share of equal codes per batch {agree}')
     return agree
 
 def optimizer_check(items, l8, x, cf, steps=3):
@@ -167,7 +162,7 @@ def main():
     p.add_argument('--data', default='auto', choices=['auto', 'wordnet', 'synthetic'], help='auto: WordNet when built, else synthetic')
     p.add_argument('--rounds', type=int, default=3); p.add_argument('--steps', type=int, default=5, help='timed steps per model per round')
     p.add_argument('--no-epoch', action='store_true', help='skip the whole-epoch comparison')
-    p.add_argument('--experiments', action='store_true', help='also time letter8 with AdamW foreach / fused (monkeypatched optimiser)')
+    p.add_argument('--experiments', action='store_true', help='also time letter8 with AdamW foreach / fused and with the old log-domain Sinkhorn (monkeypatched)')
     p.add_argument('--threads', type=int, default=None, help='torch intra-op threads for both (default: torch default)')
     p.add_argument('--out', default=str(Path(__file__).parent/'results'/'letter_speed.json'))
     a = p.parse_args()
@@ -197,10 +192,11 @@ def main():
             for kind in ('foreach', 'fused'):
                 m, _ = build_letter8(items, 'ema', init_from=l8); o = adamw(m, kind)
                 runners[f'letter8 default, AdamW {kind}=True (experiment)'] = lambda b, m=m, o=o: train_step(m, o, emb[b], cf[b])
-            m, o = build_letter8(items, 'ema', init_from=l8)
-            for lvl in m.levels:
-                if lvl.sinkhorn: lvl.assign = types.MethodType(assign_exp64, lvl)
-            runners['letter8 default, exp-domain float64 Sinkhorn (experiment)'] = lambda b, m=m, o=o: train_step(m, o, emb[b], cf[b])
+            for variant, name in (('ema', 'letter8 default'), ('bf16', 'letter8 bfloat16')):
+                m, o = build_letter8(items, variant, init_from=l8)
+                for lvl in m.levels:
+                    if lvl.sinkhorn: lvl.assign = types.MethodType(assign_log, lvl)
+                runners[f'{name}, log-domain Sinkhorn (the old form; experiment)'] = lambda b, m=m, o=o: train_step(m, o, emb[b], cf[b])
             res['optimizer_check'] = optimizer_check(items, l8, emb[batches[0]], cf[batches[0]])
             res['sinkhorn_check'] = sinkhorn_check()
         times = {k: [] for k in runners}

@@ -345,6 +345,17 @@ class ResidualInit(NamedTuple):
         "The rows as the init rebuilds them: each row's code vectors summed over the levels."
         return sum(C[c] for C, c in zip(self.codebooks, np.asarray(self.codes if codes is None else codes).T))
 
+    def encode(self, x:np.ndarray, # `[n, d]` rows, e.g. items the init was not fit on
+               gpu:bool|None=None, # see `use_gpu`
+              ) -> np.ndarray:
+        "`[n, levels]` codes of any rows: at each level the code nearest to what the levels before it left (no size bounds)."
+        residual = np.array(check_points(x), dtype=np.float32)
+        codes = np.empty((len(residual), len(self.codebooks)), np.int64)
+        for l, C in enumerate(self.codebooks):
+            codes[:, l] = knn(residual, C, 1, gpu)[1][:, 0]
+            residual -= C[codes[:, l]]
+        return codes
+
 def residual_init(x:np.ndarray, # [n, d] points, e.g. encoder outputs of a large sample of items
                   levels:int=8, # number of codebook levels
                   k:int|list=256, # codes per level, or one size per level

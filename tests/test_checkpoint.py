@@ -329,6 +329,8 @@ def run(args):
 if sys.argv[1] == 'once': run(sys.argv[2:])
 else:  # serve: one forked training child per "run" line on stdin
     import torch._dynamo  # imported lazily by the first optimizer; pay it once, before forking
+    threads = len(os.listdir('/proc/self/task'))
+    assert threads == 1, f'the zygote has {threads} threads; forking it could inherit a held lock'
     say('zygote')
     for line in sys.stdin:
         pid = os.fork()
@@ -371,7 +373,10 @@ def trainer(tmp_path_factory):
 
 @pytest.fixture(scope='module')
 def zygote(trainer):
-    p = subprocess.Popen([sys.executable, str(trainer), 'serve'], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    # One thread at fork: numpy's OpenBLAS otherwise starts a worker thread at import, and a child forked from a
+    # threaded process inherits whatever lock that thread held (one unexplained stall of a forked run in CI, 17124f1).
+    env = {**os.environ, 'OPENBLAS_NUM_THREADS': '1', 'OMP_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1'}
+    p = subprocess.Popen([sys.executable, str(trainer), 'serve'], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
     lines = Lines(p.stdout)
     lines.until('zygote', timeout=120)
     def start(*args):
