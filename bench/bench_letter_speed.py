@@ -3,7 +3,7 @@
   python bench/bench_letter_speed.py --letter /work/ext/LETTER/RQ-VAE            # 3 rounds x 5 steps each, + 1 epoch
   python bench/bench_letter_speed.py --letter ... --rounds 2 --steps 3 --no-epoch   # quicker
   python bench/bench_letter_speed.py --letter ... --no-epoch --experiments --threads 1
-      # also letter8 with AdamW foreach / fused and the old log-domain Sinkhorn (monkeypatched; equality checked)
+      # also letter8 with the old optimiser (AdamW's for-loop) or foreach, and the old log-domain Sinkhorn (monkeypatched; equality checked)
 
 LETTER (github.com/HonghuiBao2000/LETTER, folder RQ-VAE) is imported at run time from the checkout given by
 --letter; none of its code lives in this project. Both sides get LETTER's architecture at 768-d input (MLP
@@ -109,9 +109,10 @@ def letter_step(model, trainer, x, idx):
     return loss.item(), loss_recon.item(), cf_loss.item(), quant_loss.item()
 
 def adamw(model, kind):
-    "letter8's optimiser (make_optimizer's settings) with torch's `foreach` or `fused` AdamW kernel."
+    "letter8's optimiser (make_optimizer's settings, which use torch's `fused` kernel) with another AdamW kernel: 'for-loop' (the default before 2026-12) or 'foreach'."
     o = model.cfg.optim
-    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=o.lr, weight_decay=o.weight_decay, **{kind: True})
+    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=o.lr, weight_decay=o.weight_decay,
+                             **({'foreach': True} if kind == 'foreach' else {'foreach': False}))
 
 def assign_log(self, r):
     "`QuantizerLevel.assign` with the log-domain `sinkhorn_log` (the kit's form before 2026-12) in place of the scaled one (monkeypatch, experiment only)."
@@ -137,7 +138,7 @@ def optimizer_check(items, l8, x, cf, steps=3):
     "Do the AdamW variants change results? Same start, same seed, `steps` steps each; max parameter difference to the default."
     state = {k: v.clone() for k, v in l8.state_dict().items()}
     out = {}
-    for kind in ('default', 'foreach', 'fused'):
+    for kind in ('default', 'for-loop', 'foreach'):
         m, _ = build_letter8(items, 'ema', init_from=l8)
         with torch.no_grad():
             for k, v in m.state_dict().items(): v.copy_(state[k])
@@ -145,11 +146,17 @@ def optimizer_check(items, l8, x, cf, steps=3):
         torch.manual_seed(1); t = time.perf_counter()
         for _ in range(steps): losses = train_step(m, o, x, cf)
         out[kind] = dict(params=[p.detach().clone() for p in m.parameters()], total=losses['total'])
+        ts = []
+        for _ in range(10):  # the optimiser's own step on the last gradients (the weights move on; only the time is kept)
+            t = time.perf_counter(); o.step(); ts.append(time.perf_counter() - t)
+        out[kind]['opt_step_ms'] = 1000 * float(np.median(ts))
     ref = out['default']['params']
     res = {kind: dict(max_param_diff=max(float((a - b).abs().max()) for a, b in zip(ref, v['params'])),
-                      bit_identical=all(torch.equal(a, b) for a, b in zip(ref, v['params'])), final_total_loss=v['total'])
+                      bit_identical=all(torch.equal(a, b) for a, b in zip(ref, v['params'])), final_total_loss=v['total'],
+                      opt_step_ms=v['opt_step_ms'])
            for kind, v in out.items()}
-    print('AdamW variants after %d steps from the same state: ' % steps + '; '.join(f"{k}: bit-identical {v['bit_identical']}, max param diff {v['max_param_diff']:.1e}" for k, v in res.items()))
+    print('AdamW variants after %d steps from the same state: ' % steps + '; '.join(f"{k}: bit-identical {v['bit_identical']}, max param diff {v['max_param_diff']:.1e}, "
+                                                                                 f"optimiser step alone {v['opt_step_ms']:.1f} ms" for k, v in res.items()))
     return res
 
 def uptime():
@@ -162,7 +169,7 @@ def main():
     p.add_argument('--data', default='auto', choices=['auto', 'wordnet', 'synthetic'], help='auto: WordNet when built, else synthetic')
     p.add_argument('--rounds', type=int, default=3); p.add_argument('--steps', type=int, default=5, help='timed steps per model per round')
     p.add_argument('--no-epoch', action='store_true', help='skip the whole-epoch comparison')
-    p.add_argument('--experiments', action='store_true', help='also time letter8 with AdamW foreach / fused and with the old log-domain Sinkhorn (monkeypatched)')
+    p.add_argument('--experiments', action='store_true', help="also time letter8 with AdamW's for-loop (the old optimiser) or foreach kernel, and with the old log-domain Sinkhorn (monkeypatched)")
     p.add_argument('--threads', type=int, default=None, help='torch intra-op threads for both (default: torch default)')
     p.add_argument('--out', default=str(Path(__file__).parent/'results'/'letter_speed.json'))
     a = p.parse_args()
@@ -188,15 +195,19 @@ def main():
                    'letter8 default (EMA codebooks, re-seeding)': lambda b: train_step(l8, l8_opt, emb[b], cf[b]),
                    'letter8 LETTER-like (grad codebooks, no re-seeding)': lambda b: train_step(l8g, l8g_opt, emb[b], cf[b]),
                    BF16: lambda b: train_step(l8b, l8b_opt, emb[b], cf[b])}
-        if a.experiments:  # letter8 default with another AdamW implementation (same math; see optimizer_check)
-            for kind in ('foreach', 'fused'):
-                m, _ = build_letter8(items, 'ema', init_from=l8); o = adamw(m, kind)
-                runners[f'letter8 default, AdamW {kind}=True (experiment)'] = lambda b, m=m, o=o: train_step(m, o, emb[b], cf[b])
-            for variant, name in (('ema', 'letter8 default'), ('bf16', 'letter8 bfloat16')):
-                m, o = build_letter8(items, variant, init_from=l8)
+        if a.experiments:  # letter8 default with another AdamW implementation (same math; see optimizer_check) or the old Sinkhorn
+            def old_sinkhorn(m):
                 for lvl in m.levels:
                     if lvl.sinkhorn: lvl.assign = types.MethodType(assign_log, lvl)
-                runners[f'{name}, log-domain Sinkhorn (the old form; experiment)'] = lambda b, m=m, o=o: train_step(m, o, emb[b], cf[b])
+                return m
+            for kind in ('for-loop', 'foreach'):
+                m, _ = build_letter8(items, 'ema', init_from=l8); o = adamw(m, kind)
+                runners[f'letter8 default, AdamW {kind} (experiment)'] = lambda b, m=m, o=o: train_step(m, o, emb[b], cf[b])
+            m, o = build_letter8(items, 'ema', init_from=l8)
+            runners['letter8 default, log-domain Sinkhorn (experiment)'] = lambda b, m=old_sinkhorn(m), o=o: train_step(m, o, emb[b], cf[b])
+            for variant, name in (('ema', 'float32'), ('bf16', 'bfloat16')):  # both changes undone: the kit before 2026-12
+                m, _ = build_letter8(items, variant, init_from=l8); o = adamw(m, 'for-loop')
+                runners[f'letter8 {name} before 2026-12 (AdamW for-loop, log-domain Sinkhorn)'] = lambda b, m=old_sinkhorn(m), o=o: train_step(m, o, emb[b], cf[b])
             res['optimizer_check'] = optimizer_check(items, l8, emb[batches[0]], cf[batches[0]])
             res['sinkhorn_check'] = sinkhorn_check()
         times = {k: [] for k in runners}
