@@ -96,7 +96,7 @@ def run(x0, labels, name, cfg, seed=0, health=True, holdout=0.0):
     init_mse = float(((init.decode() - x) ** 2).mean())
     rows = dict(trained=code_metrics(codes, x, sizes, labels, mse, seed), init=code_metrics(init.codes, x, sizes, labels, init_mse, seed),
                 random=code_metrics(shuffle_codes(codes, seed), x, sizes, labels, float(((decode(model, shuffle_codes(codes, seed)) - x) ** 2).mean()), seed))
-    health = learning_health(model, x, sample=5000, labels=labels, seed=seed) if health else None
+    health = learning_health(model, x, sample=5000, labels=labels, seed=seed, held_out=x_held if holdout else None) if health else None
     out = dict(transform=name, refit=cfg.quantizer.refit_every_epochs, item_var=float(x.var(0).mean()), train_s=secs, init_s=init_s, history=hist, health=health and health.verdict,
                health_message=health and str(health), bars=bars(rows['trained'], rows['init'], rows['random'], cfg.model.codebook_size), **rows)
     if holdout: out['held_out'] = held_out_rows(model, init, x_held, labels_held, sizes, seed)
