@@ -356,6 +356,8 @@ class ResidualInit(NamedTuple):
             residual -= C[codes[:, l]]
         return codes
 
+
+# %% ../nbs/01_kmeans.ipynb #7e3b5a90
 def residual_init(x:np.ndarray, # [n, d] points, e.g. encoder outputs of a large sample of items
                   levels:int=8, # number of codebook levels
                   k:int|list=256, # codes per level, or one size per level
