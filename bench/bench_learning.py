@@ -89,26 +89,28 @@ def run(x0, labels, name, cfg, seed=0, health=True, holdout=0.0):
     print(f"{name}: training {cfg.optim.epochs} epochs on {len(x):,} items", flush=True)
     model, hist, secs = train(x, cfg)
     codes = encode(model, x)
-    mse = float(((decode(model, codes) - x) ** 2).mean())
     t0 = time.perf_counter()
     init = residual_init(x, levels=cfg.model.levels, k=cfg.model.codebook_size, seed=seed)
     init_s = time.perf_counter() - t0
     init_mse = float(((init.decode() - x) ** 2).mean())
-    rows = dict(trained=code_metrics(codes, x, sizes, labels, mse, seed), init=code_metrics(init.codes, x, sizes, labels, init_mse, seed),
-                random=code_metrics(shuffle_codes(codes, seed), x, sizes, labels, float(((decode(model, shuffle_codes(codes, seed)) - x) ** 2).mean()), seed))
+    rows = score(model, codes, init.codes, init_mse, x, labels, sizes, seed)
     health = learning_health(model, x, sample=5000, labels=labels, seed=seed, held_out=x_held if holdout else None) if health else None
     out = dict(transform=name, refit=cfg.quantizer.refit_every_epochs, item_var=float(x.var(0).mean()), train_s=secs, init_s=init_s, history=hist, health=health and health.verdict,
                health_message=health and str(health), bars=bars(rows['trained'], rows['init'], rows['random'], cfg.model.codebook_size), **rows)
     if holdout: out['held_out'] = held_out_rows(model, init, x_held, labels_held, sizes, seed)
     return out
 
+def score(model, codes, init_codes, init_mse, x, labels, sizes, seed):
+    "`code_metrics` of the trained codes, the init's and random codes (the trained ones permuted per level) on the rows `x`."
+    rand = shuffle_codes(codes, seed)
+    mse = lambda c: float(((decode(model, c) - x) ** 2).mean())
+    return dict(trained=code_metrics(codes, x, sizes, labels, mse(codes), seed), init=code_metrics(init_codes, x, sizes, labels, init_mse, seed),
+                random=code_metrics(rand, x, sizes, labels, mse(rand), seed))
+
 def held_out_rows(model, init, x, labels, sizes, seed):
     "The same metrics on rows neither the tokenizer nor the init saw: each codes them (nearest code per level) and rebuilds them."
-    codes, init_codes = encode(model, x), init.encode(x)
-    mse = lambda c: float(((decode(model, c) - x) ** 2).mean())
-    rows = dict(n=len(x), trained=code_metrics(codes, x, sizes, labels, mse(codes), seed),
-                init=code_metrics(init_codes, x, sizes, labels, float(((init.decode(init_codes) - x) ** 2).mean()), seed),
-                random=code_metrics(shuffle_codes(codes, seed), x, sizes, labels, mse(shuffle_codes(codes, seed)), seed))
+    init_codes = init.encode(x)
+    rows = dict(n=len(x), **score(model, encode(model, x), init_codes, float(((init.decode(init_codes) - x) ** 2).mean()), x, labels, sizes, seed))
     rows['bars'] = bars(rows['trained'], rows['init'], rows['random'], sizes[0])
     return rows
 
