@@ -7,6 +7,8 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 EXTRAS ?= cpu,dev
+# pytest workers (pytest-xdist; a test file stays on one worker); 0: one process. One math thread each, so 2 workers fill 2 cores.
+PYTEST_WORKERS ?= 2
 
 .PHONY: demo test nbtest pytest sync sync-check bench docs clean
 .DEFAULT_GOAL := test
@@ -23,7 +25,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed
 	$(BIN)/letter8 demo
 
-test: $(VENV)/.installed sync-check nbtest pytest
+# Every notebook runs once in `make test`: tests/test_docs.py builds the docs site, which executes each notebook as
+# nbdev-test does (and fails on any cell that raises), then opens every page in Chromium. `make nbtest` is the quick
+# loop while editing notebooks.
+test: $(VENV)/.installed sync-check pytest
 
 # After editing notebooks: export the library, clean the notebooks, refresh the packaged segment notebook and README.md.
 sync: $(VENV)/.installed
@@ -38,7 +43,7 @@ nbtest: $(VENV)/.installed
 	$(BIN)/nbdev-test --n-workers 2
 
 pytest: $(VENV)/.installed
-	$(BIN)/python -m pytest -q tests
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile tests
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/bench_kmeans.py

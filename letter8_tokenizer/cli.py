@@ -85,7 +85,9 @@ def export_summary(ex:dict, # `exported` of a done run's status.json (what `expo
                   ) -> str:
     "How a finished run ends, in `run` and `demo` alike: code usage per letter, collisions resolved, the probe headline, the files."
     usage = format_table([dict(letter=u['level'], used=f"{u['used']}/{u['size']}", perplexity=u['perplexity']) for u in ex.get('usage') or []])
-    return (f"{usage}\n\ncollisions before resolution: {ex.get('collision_rate_before') or 0:.2%} of items, {ex.get('moved') or 0:,} moved\n"
+    h = ex.get('held_out')
+    held = f"held-out items: {h['items']:,} never trained on, rebuilt with {h['recon']:.1%} of their variance left (best epoch {h['best_epoch']})\n" if h else ''
+    return (f"{usage}\n\ncollisions before resolution: {ex.get('collision_rate_before') or 0:.2%} of items, {ex.get('moved') or 0:,} moved\n{held}"
             f"probe: {ex.get('headline') or 'no probe report'}\ncode table: {ex.get('codes')}\nreport:     {ex.get('probe')}")
 
 def retrieval_summary(groups:list, # `retrieval` of a done run's status.json (`retrieval.summarise` rows)

@@ -70,6 +70,7 @@ class OptimConfig:
     batch_size: int = 1024 # items per step
     epochs: int = 200 # passes over the catalog (WordNet 20k, 8 x 256: 0.77x the init's reconstruction error at 80, 0.75x at 100; more items need more; model page)
     grad_clip: float|None = None # clip the gradient norm to this, when set
+    patience: int|None = None # with data.holdout: stop after this many epochs without a lower held-out reconstruction error, keeping the best epoch's weights; None: run every epoch
 
 # %% ../nbs/02_config.ipynb #03e18130
 @dataclass
@@ -78,6 +79,7 @@ class DataConfig:
     chunk_rows: int = 65_536 # rows read from disk at a time
     mix: int = 4 # chunks shuffled together; memory is about mix * chunk_rows rows
     drop_last: bool = False # skip each epoch's last, smaller batch
+    holdout: float = 0.0 # share of items kept out of training and of the init's fit, scored after every epoch; the run ends on the best epoch's weights (`held_out_rows`; 0: none)
 
 # %% ../nbs/02_config.ipynb #3611ec21
 @dataclass
@@ -161,7 +163,7 @@ RANGES = {'model.in_dim': _num(1, none=True), 'model.e_dim': _num(1, none=True),
           'loss.diversity_groups': _POS, 'loss.diversity_refresh_epochs': _POS,
           'optim.lr': _num(0, lo_open=True), 'optim.weight_decay': _NONNEG, 'optim.batch_size': _POS, 'optim.epochs': _POS,
           'optim.grad_clip': _num(0, lo_open=True, none=True),
-          'data.chunk_rows': _POS, 'data.mix': _POS,
+          'data.chunk_rows': _POS, 'data.mix': _POS, 'data.holdout': _num(0, 0.5), 'optim.patience': _num(1, none=True),
           'schedule.save_every_minutes': _num(0, lo_open=True), 'schedule.save_every_steps': _num(1, none=True),
           'schedule.keep': _num(2), 'schedule.log_every_s': _NONNEG, 'seed': _NONNEG}
 
@@ -189,6 +191,8 @@ def check_config(cfg:Config, # the config to check
     for l in q.sinkhorn_levels:
         if isinstance(l, bool) or not isinstance(l, int) or not 0 <= l < m.levels: raise _range_error('quantizer.sinkhorn_levels', q.sinkhorn_levels, f'levels in [0, {m.levels}) (0-based, model.levels={m.levels})')
     if q.update not in ('ema', 'grad'): raise _range_error('quantizer.update', q.update, "'ema' or 'grad'")
+    if cfg.optim.patience is not None and not cfg.data.holdout:
+        raise ValueError(f"config key 'optim.patience': {cfg.optim.patience} needs held-out items to watch: set data.holdout (e.g. 0.1), or patience to None.")
     if m.precision not in PRECISIONS: raise _range_error('model.precision', m.precision, ' or '.join(map(repr, PRECISIONS)))
     if m.activation not in ACTIVATIONS: raise _range_error('model.activation', m.activation, ', '.join(map(repr, ACTIVATIONS)))
     return cfg

@@ -6,9 +6,9 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/data.html.md"""
 
 # %% auto #0
 __all__ = ['EMBEDDING_DTYPES', 'MAX_ABS', 'TEXT_EXTRA', 'WORDNET_NOUNS', 'WORDNET_PACKAGE', 'NOUN_LEXFILES', 'check_embeddings',
-           'Batch', 'Items', 'read_rows', 'synthetic_catalog', 'same_label_distance_ratio', 'load_text_model',
-           'embed_texts', 'csv_to_items', 'Synset', 'parse_synset', 'read_synsets', 'hypernym_chains', 'label_levels',
-           'wordnet_labels', 'wordnet_catalog']
+           'Batch', 'Items', 'read_rows', 'held_out_rows', 'synthetic_catalog', 'same_label_distance_ratio',
+           'load_text_model', 'embed_texts', 'csv_to_items', 'Synset', 'parse_synset', 'read_synsets',
+           'hypernym_chains', 'label_levels', 'wordnet_labels', 'wordnet_catalog']
 
 # %% ../nbs/00_data.ipynb #bcb5dd4b
 from pathlib import Path
@@ -169,6 +169,29 @@ def chunks(self:Items,
     "The catalog in order, as float32 `Batch`es of at most `rows` rows."
     for s, e in _chunks(len(self), rows or self.chunk_rows): yield self.rows(s, e)
 
+# %% ../nbs/00_data.ipynb #62a62a02
+def held_out_rows(n:int, # items in the catalog
+                  share:float, # share of them held out, in [0, 0.5]
+                  seed:int=0, # the run's seed
+                 ) -> np.ndarray:
+    "Sorted ids of the `round(share * n)` rows held out of training (at least one when `share > 0`), the same for the same `(n, share, seed)`."
+    if not 0 <= share <= 0.5: raise ValueError(f"held-out share {share!r} is out of range: give a share in [0, 0.5] (e.g. 0.1), or 0 for none.")
+    m = 0 if share == 0 else max(1, round(share * n))
+    if m >= n: raise ValueError(f"a held-out share of {share} leaves no item of {n:,} to train on: use a smaller share or more items.")
+    return np.sort(np.random.default_rng([seed, 13]).choice(n, m, replace=False))
+
+@patch
+def check_keep(self:Items, keep:np.ndarray|None # [n_items] bool mask of the rows to use, or None
+              ) -> np.ndarray|None:
+    "`keep` as a bool array of one flag per item, checked; None stays None."
+    if keep is None: return None
+    keep = np.asarray(keep)
+    if keep.dtype != bool or keep.shape != (len(self),):
+        raise ValueError(f"keep must be a bool array of {len(self):,} flags, one per item; got dtype {keep.dtype}, shape {keep.shape}. "
+                         "Build it as: keep = np.ones(len(items), bool); keep[held_out_rows(len(items), share, seed)] = False.")
+    if not keep.any(): raise ValueError("keep is all False: no item is left to train on.")
+    return keep
+
 # %% ../nbs/00_data.ipynb #5c1a3a6a
 def _buffer_spans(n, chunk_rows, seed, epoch, mix):
     "The chunk spans of each shuffle buffer of an epoch, in the epoch's order."
@@ -184,16 +207,20 @@ def batches(self:Items,
             start:int=0, # first batch to yield (resume mid-epoch)
             mix:int=4, # chunks shuffled together; memory is about mix * chunk_rows rows
             drop_last:bool=False, # skip a last, smaller batch
+            keep:np.ndarray|None=None, # [n_items] bool, the rows to train on (all but a held-out split, `held_out_rows`); None: every row
            ) -> Iterator[Batch]:
     "Shuffled batches of one epoch, deterministic in `(seed, epoch)`, from batch `start` on."
     if batch_size < 1: raise ValueError(f"batch_size={batch_size} must be >= 1.")
+    keep = self.check_keep(keep)
     pos, offset, carry = start * batch_size, 0, None
     for b, spans in enumerate(_buffer_spans(len(self), self.chunk_rows, seed, epoch, mix)):
-        size = sum(e - s for s, e in spans)
+        size = sum(e - s for s, e in spans) if keep is None else sum(int(keep[s:e].sum()) for s, e in spans)
         if offset + size <= pos: offset += size; continue
         order = np.random.default_rng([seed, epoch, b]).permutation(size)[max(pos - offset, 0):]
         offset += size
-        part = _part(_cat([self.rows(s, e) for s, e in spans]), order)
+        buffer = _cat([self.rows(s, e) for s, e in spans])
+        if keep is not None: buffer = _part(buffer, np.concatenate([keep[s:e] for s, e in spans]))
+        part = _part(buffer, order)
         carry = part if carry is None else _cat([carry, part])
         while len(carry.index) >= batch_size:
             yield _part(carry, slice(0, batch_size)); carry = _part(carry, slice(batch_size, None))
@@ -204,9 +231,11 @@ def batches(self:Items,
 def n_batches(self:Items,
               batch_size:int, # items per batch
               drop_last:bool=False, # count a last, smaller batch or not
+              keep:np.ndarray|None=None, # [n_items] bool, the rows trained on; None: every row
              ) -> int:
     "Batches per epoch."
-    return len(self) // batch_size if drop_last else -(-len(self) // batch_size)
+    n = len(self) if keep is None else int(self.check_keep(keep).sum())
+    return n // batch_size if drop_last else -(-n // batch_size)
 
 # %% ../nbs/00_data.ipynb #72b1e2f0
 def _tree_vectors(rng, branching, latent, scales):

@@ -12,7 +12,7 @@ __all__ = ['EXPORT_MANIFEST', 'load_trained', 'encode_run', 'code_table', 'probe
 import os, json, time, re, shutil, secrets, errno
 from pathlib import Path
 from .config import Config, config_hash, config_to_dict
-from .data import Items
+from .data import Items, held_out_rows
 from .checkpoint import Checkpointer
 from .session import Deadline
 from .files import replace_atomic, utc_now, fsync_dir, sha256_file
@@ -31,6 +31,8 @@ def load_trained(cfg:Config, # the run's config
     model = build_tokenizer(cfg, items)
     model.load_state_dict(found.state['model']); model.groups = list(found.state['groups'])
     model.step, model.checkpoint = int(found.state['step']), str(found.path)
+    best = found.state.get('best') or {}  # a `data.holdout` run: its best epoch and that epoch's held-out error
+    model.held_out = dict(recon=float(best['recon']), best_epoch=int(best['epoch'])) if best.get('model') is not None else None
     return model.eval()
 
 def encode_run(model, # a trained `Letter8`
@@ -135,6 +137,7 @@ def _write_exports(model, items:Items, run, title, probe_report, label_names) ->
     sizes = pin['level_sizes']
     out = dict(items=len(items), levels=len(sizes), sizes=sizes, collision_rate_before=table.report['collision_rate_before'],
                moved=table.report['moved'], codes=str(run.codes), tokenizer=str(run.tokenizer), step=model.step)
+    if model.held_out: out['held_out'] = dict(items=len(held_out_rows(len(items), model.cfg.data.holdout, model.cfg.seed)), **model.held_out)
     if probe_report:
         from letter8_tokenizer.probe import probe, write_report
         rep = probe(codes, items.emb, labels=items.labels, cf=items.cf, **pin, label_names=label_names if items.labels is not None else None)

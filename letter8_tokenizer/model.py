@@ -10,7 +10,8 @@ __all__ = ['ACTIVATION_LAYERS', 'TRY_COLLAPSED', 'TRY_INIT', 'TRY_MEMORISED', 'm
            'compute_losses', 'build_tokenizer', 'model_device', 'as_input', 'encode_latents', 'fit_normaliser',
            'sample_rows', 'init_codebooks', 'canonical_labels', 'bounded_labels', 'balanced_groups', 'refresh_groups',
            'make_optimizer', 'StepModule', 'learning_signals', 'train_step', 'refit_codebooks', 'encode_devices',
-           'encode', 'decode', 'save_tokenizer', 'load_tokenizer', 'code_metrics', 'Health', 'learning_health']
+           'encode', 'decode', 'reconstruction_mse', 'save_tokenizer', 'load_tokenizer', 'code_metrics', 'Health',
+           'learning_health']
 
 # %% ../nbs/03_model.ipynb #938ab096
 import math, json, copy, os, secrets, shutil, tempfile
@@ -23,7 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from .config import Config, config_to_dict, config_from_dict
-from .data import Items
+from .data import Items, held_out_rows
 from .kmeans import residual_init, check_bounds
 from .arrays import check_points
 from .codes import level_sizes
@@ -405,9 +406,13 @@ def fit_normaliser(model:Letter8, # the tokenizer; its `in_mean` and `in_scale` 
 def sample_rows(items:Items, # the catalog
                 n:int, # rows wanted
                 seed:int=0, # sampling seed
+                keep:np.ndarray|None=None, # [n_items] bool, the rows it may draw (training rows); None: all
                ) -> np.ndarray:
-    "A sorted random sample of at most `n` row ids."
+    "A sorted random sample of at most `n` row ids (of the kept rows)."
     rng = np.random.default_rng([seed, 7])
+    if keep is not None:
+        pool = np.flatnonzero(keep)
+        return pool if n >= len(pool) else np.sort(rng.choice(pool, n, replace=False))
     return np.arange(len(items)) if n >= len(items) else np.sort(rng.choice(len(items), n, replace=False))
 
 # %% ../nbs/03_model.ipynb #14d9b05b
@@ -416,15 +421,16 @@ def init_codebooks(model:Letter8, # the tokenizer, freshly built
                    items:Items, # the catalog; a random sample of it is encoded
                    sample:int|None=None, # items to encode; default cfg.quantizer.init_sample
                    verbose:bool=False, # print each level's k-means
+                   keep:np.ndarray|None=None, # [n_items] bool, the training rows (a held-out split stays unseen); None: all
                   ):
     "Fit the input normaliser on a large sample of items, then LETTER's init: residual constrained k-means over their encoder outputs."
     cfg = model.cfg
-    rows = sample_rows(items, sample or cfg.quantizer.init_sample, cfg.seed)
+    rows = sample_rows(items, sample or cfg.quantizer.init_sample, cfg.seed, keep)
     emb = items.take(rows).emb
     fit_normaliser(model, emb)
     z = encode_latents(model, emb)
     init = residual_init(z, levels=len(model.levels), k=level_sizes(cfg.model.levels, cfg.model.codebook_size), niter=cfg.quantizer.init_niter, seed=cfg.seed, verbose=verbose)
-    batch_share = min(cfg.optim.batch_size, len(items)) / len(rows)
+    batch_share = min(cfg.optim.batch_size, len(items) if keep is None else int(keep.sum())) / len(rows)
     for lvl, C, codes in zip(model.levels, init.codebooks, init.codes.T):
         counts = torch.as_tensor(np.bincount(codes, minlength=lvl.k) * batch_share, dtype=torch.float32)
         lvl.set_codebook(torch.as_tensor(C), counts)
@@ -558,10 +564,11 @@ def refit_codebooks(model:Letter8, # the tokenizer; its codebooks and EMA statis
                     items:Items, # the catalog (or any object with len() and take(rows).emb)
                     sample:int|None=None, # items used; default cfg.quantizer.init_sample (the same seeded sample as the init)
                     rounds:int=1, # Lloyd steps
+                    keep:np.ndarray|None=None, # [n_items] bool, the training rows; None: all
                    ) -> float:
     "Exact Lloyd step(s) on every level's codebook over the current latents of a sample of items; the latents' quantisation MSE after it."
     cfg, was = model.cfg, model.training
-    rows = sample_rows(items, sample or cfg.quantizer.init_sample, cfg.seed)
+    rows = sample_rows(items, sample or cfg.quantizer.init_sample, cfg.seed, keep)
     z = torch.as_tensor(encode_latents(model, items.take(rows).emb), device=model_device(model))
     share = min(cfg.optim.batch_size, len(z)) / len(z)
     model.eval()
@@ -636,6 +643,24 @@ def decode(model:Letter8, # the tokenizer
     out = np.concatenate([dec(codes[i:i+batch_size]) for i in range(0, len(codes), batch_size)])
     model.train(was)
     return out
+
+# %% ../nbs/03_model.ipynb #3fb65886
+def reconstruction_mse(model:Letter8, # the tokenizer
+                       items:Items|np.ndarray, # the catalog, or an array [n, in_dim]
+                       rows:np.ndarray|None=None, # row ids scored; None: all
+                       chunk:int=16_384, # rows read and coded at a time
+                       relative:bool=False, # divide by the rows' variance per dimension (so the input's scale drops out)
+                      ) -> float:
+    "Mean squared error, in the input space, of the rows rebuilt from their nearest codes."
+    rows = np.arange(len(items)) if rows is None else np.asarray(rows)
+    if not len(rows): raise ValueError("no rows to score: pass at least one row id.")
+    take = (lambda r: items.take(r).emb) if isinstance(items, Items) else (lambda r: check_points(np.asarray(items)[r], 'items'))
+    sse, s1, s2 = 0.0, 0.0, 0.0
+    for i in range(0, len(rows), chunk):
+        x = take(rows[i:i + chunk]); x64 = x.astype(np.float64)
+        sse += float(((decode(model, encode(model, x)) - x64) ** 2).sum()); s1 = s1 + x64.sum(0); s2 = s2 + (x64 ** 2).sum(0)
+    mse, var = sse / (len(rows) * x.shape[1]), float((s2 / len(rows) - (s1 / len(rows)) ** 2).mean())
+    return mse / max(var, 1e-300) if relative else mse
 
 # %% ../nbs/03_model.ipynb #c33901e5
 def _swap_in(tmp:Path, path:Path):
@@ -744,13 +769,21 @@ def _verdict(n:dict # the numbers of `learning_health`
                                                          f"({t['mse'] / i['mse']:.2f}x its error) but items it never saw no better ({ratio:.2f}x): {summary}. " + TRY_MEMORISED)
     return 'ok', f"Learning: {summary}."
 
+# %% ../nbs/03_model.ipynb #b708fe64
+def _held_out_numbers(model, init, held_out, dim) -> dict:
+    "The tokenizer and the init each code and rebuild items neither was fit on, with their own codebooks."
+    h = check_points(held_out, 'held_out')
+    if h.shape[1] != dim: raise ValueError(f"held_out has {h.shape[1]} columns but the items have {dim}: pass embeddings of the same kind.")
+    return dict(items=len(h), mse=float(((decode(model, encode(model, h)) - h) ** 2).mean()),
+                init_mse=float(((init.decode(init.encode(h)) - h) ** 2).mean()))
+
 # %% ../nbs/03_model.ipynb #7c4bf541
 def learning_health(model:Letter8, # a trained tokenizer
                     items:Items|np.ndarray, # the catalog (labels are read from it when it has them) or an array [n, in_dim]
                     sample:int|None=5000, # items checked (a seeded sample); None: all
                     labels:np.ndarray|None=None, # [n, m] labels for the probes; None: the catalog's, if any
                     seed:int=0, # sample, init and probe seed
-                    held_out:np.ndarray|None=None, # [m, in_dim] items kept out of the tokenizer's training (and of the init's fit): is the gain learned or memorised?
+                    held_out:np.ndarray|None=None, # [m, in_dim] items kept out of the tokenizer's training (and of the init's fit): is the gain learned or memorised? None: the run's own `data.holdout` rows, if any
                    ) -> Health:
     """Is the tokenizer learning? Latent spread, reconstruction, and trained codes against the init's and random codes.
     The init is fit on the catalog (up to `quantizer.init_sample` items, the checked ones among them), as the tokenizer was:
@@ -758,10 +791,12 @@ def learning_health(model:Letter8, # a trained tokenizer
     code and rebuild those unseen items too, each with its own codebooks (nearest code per level)."""
     from letter8_tokenizer.probe import shuffle_codes
     n, sizes = len(items), [lvl.k for lvl in model.levels]
-    rng = np.random.default_rng([seed, 11])
-    rows = np.arange(n) if sample is None or sample >= n else np.sort(rng.choice(n, sample, replace=False))
+    rng, share = np.random.default_rng([seed, 11]), model.cfg.data.holdout
+    held = held_out_rows(n, share, model.cfg.seed) if share and held_out is None and isinstance(items, Items) else None
+    pool = np.arange(n) if held is None else np.setdiff1d(np.arange(n), held)  # the rows the run trained on
+    rows = pool if sample is None or sample >= len(pool) else np.sort(rng.choice(pool, sample, replace=False))
     cap = max(len(rows), model.cfg.quantizer.init_sample)
-    fit = np.arange(n) if n <= cap else np.union1d(rows, rng.choice(n, cap - len(rows), replace=False))
+    fit = pool if len(pool) <= cap else np.union1d(rows, rng.choice(pool, cap - len(rows), replace=False))
     take = lambda r: np.asarray(items.take(r).emb if isinstance(items, Items) else np.asarray(items)[r], np.float32)
     init = residual_init(take(fit), levels=len(sizes), k=sizes, seed=seed)
     init_codes = init.codes[np.searchsorted(fit, rows)]
@@ -776,9 +811,6 @@ def learning_health(model:Letter8, # a trained tokenizer
                    recon_rel=mse / max(float(x.var(0).mean()), 1e-30),
                    trained=code_metrics(codes, x, sizes, y, mse, seed), init=code_metrics(init_codes, x, sizes, y, init_mse, seed),
                    random=code_metrics(shuffle_codes(codes, seed), x, sizes, y, None, seed))
-    if held_out is not None:
-        h = check_points(held_out, 'held_out')
-        if h.shape[1] != x.shape[1]: raise ValueError(f"held_out has {h.shape[1]} columns but the items have {x.shape[1]}: pass embeddings of the same kind.")
-        numbers['held_out'] = dict(items=len(h), mse=float(((decode(model, encode(model, h)) - h) ** 2).mean()),
-                                   init_mse=float(((init.decode(init.encode(h)) - h) ** 2).mean()))
+    if held is not None: held_out = items.take(held).emb
+    if held_out is not None: numbers['held_out'] = _held_out_numbers(model, init, held_out, x.shape[1])
     return Health(*_verdict(numbers), numbers)

@@ -15,8 +15,9 @@ import torch
 from fastcore.basics import patch
 from fastcore.meta import delegates
 from .config import Config, config_to_dict, config_from_dict, override
-from .data import Items
-from .model import (StepModule, build_tokenizer, init_codebooks, refresh_groups, refit_codebooks, make_optimizer, train_step)
+from .data import Items, held_out_rows
+from .model import (StepModule, build_tokenizer, init_codebooks, refresh_groups, refit_codebooks, make_optimizer, train_step,
+                                     reconstruction_mse)
 from .session import Deadline
 from .checkpoint import data_fingerprint
 from .distributed import Shard, rank_and_world, shard_rows, default_device, broadcast_object
@@ -47,6 +48,9 @@ class TokenizerTask(Trainable):
         s = self.cfg.schedule
         self.epochs, self.keep, self.save_every_s = self.cfg.optim.epochs, s.keep, s.save_every_minutes * 60
         self.save_every_steps, self.log_every_s = s.save_every_steps, s.log_every_s
+        self.held = held_out_rows(len(items), self.cfg.data.holdout, self.cfg.seed) if self.cfg.data.holdout else None
+        self.train_mask = None if self.held is None else np.isin(np.arange(len(items)), self.held, invert=True)
+        self.best = dict(recon=float('inf'), epoch=0, model=None)  # the held-out watch: best score, its epoch, its weights
 
     def config(self) -> dict:
         "The hyperparameters, hashed into every checkpoint."
@@ -56,10 +60,10 @@ class TokenizerTask(Trainable):
         return data_fingerprint(self.items.emb, self.items.cf, self.items.labels)
     def n_batches(self) -> int:
         "Batches per epoch."
-        return self.items.n_batches(self.cfg.optim.batch_size, self.cfg.data.drop_last)
+        return self.items.n_batches(self.cfg.optim.batch_size, self.cfg.data.drop_last, self.train_mask)
     def start(self):
-        "Fresh start: the k-means init of every codebook level."
-        init_codebooks(self.model, self.items)
+        "Fresh start: the k-means init of every codebook level (on the training rows)."
+        init_codebooks(self.model, self.items, keep=self.train_mask)
 
 # %% ../nbs/06_train.ipynb #6477b91f
 @patch
@@ -67,7 +71,8 @@ def batches(self:TokenizerTask, epoch:int, # the epoch
             start:int=0): # first batch
     "The catalog's batches of `epoch` from batch `start` on."
     c = self.cfg
-    return self.items.batches(c.optim.batch_size, seed=c.seed, epoch=epoch, start=start, mix=c.data.mix, drop_last=c.data.drop_last)
+    return self.items.batches(c.optim.batch_size, seed=c.seed, epoch=epoch, start=start, mix=c.data.mix, drop_last=c.data.drop_last,
+                              keep=self.train_mask)
 
 @patch
 def shard(self:TokenizerTask, batch) -> Shard|None: # a batch of `batches`
@@ -85,39 +90,59 @@ def step(self:TokenizerTask, batch, # a batch of `batches`
 # %% ../nbs/06_train.ipynb #f0e1d2c4
 def refit_levels(model, # the tokenizer (`Letter8`); its codebooks and EMA statistics are replaced
                  items:Items, # the catalog
+                 keep:np.ndarray|None=None, # [n_items] bool, the training rows; None: all
                 ):
     "`model.refit_codebooks` on rank 0; under DDP the other ranks receive its quantiser buffers."
     rank, world = rank_and_world()
-    if world == 1: return refit_codebooks(model, items)
-    if rank == 0: refit_codebooks(model, items)
+    if world == 1: return refit_codebooks(model, items, keep=keep)
+    if rank == 0: refit_codebooks(model, items, keep=keep)
     books = broadcast_object({k: v.cpu() for k, v in model.state_dict().items() if k.startswith('levels.')} if rank == 0 else None)
     model.load_state_dict(books, strict=False)
 
 # %% ../nbs/06_train.ipynb #a6fab0c0
 @patch
 def state(self:TokenizerTask) -> dict:
-    "Weights (with EMA statistics), optimiser, diversity groups."
-    return dict(model=self.model.state_dict(), optim=self.opt.state_dict(), groups=[g for g in self.model.groups])
+    "Weights (with EMA statistics), optimiser, diversity groups, the held-out watch."
+    return dict(model=self.model.state_dict(), optim=self.opt.state_dict(), groups=[g for g in self.model.groups], best=self.best)
 
 @patch
 def load(self:TokenizerTask, state:dict): # a checkpoint's state
     "Continue from `state`."
     self.model.load_state_dict(state['model']); self.opt.load_state_dict(state['optim'])
     self.model.groups = [None if g is None else torch.as_tensor(g, device=self.device) for g in state['groups']]
+    self.best = state.get('best', self.best)  # checkpoints from before the held-out watch have none
 
 @patch
 def end_epoch(self:TokenizerTask, epoch:int) -> dict: # epochs completed
-    "Refit the codebooks every `quantizer.refit_every_epochs` epochs, then refresh the diversity groups every `loss.diversity_refresh_epochs` (not after the last)."
+    "Refit the codebooks every `quantizer.refit_every_epochs` epochs, score the held-out items, then refresh the diversity groups every `loss.diversity_refresh_epochs` (not after the last)."
     c = self.cfg
-    if c.quantizer.refit_every_epochs and epoch % c.quantizer.refit_every_epochs == 0: refit_levels(self.model, self.items)
-    if epoch < self.epochs and c.loss.diversity and epoch % c.loss.diversity_refresh_epochs == 0: refresh_groups(self.model)
-    return {}
+    if c.quantizer.refit_every_epochs and epoch % c.quantizer.refit_every_epochs == 0: refit_levels(self.model, self.items, self.train_mask)
+    out = {} if self.held is None else self.watch_held_out(epoch)
+    if not self.finished(epoch) and c.loss.diversity and epoch % c.loss.diversity_refresh_epochs == 0: refresh_groups(self.model)
+    return out
 
 @patch
 def diverged_hint(self:TokenizerTask) -> str:
     "What to try when the tokenizer diverges."
     return (f"Try: lower optim.lr (now {self.cfg.optim.lr:g}), or set optim.grad_clip (now {self.cfg.optim.grad_clip}; e.g. 1.0). Resuming "
             "that checkpoint under the changed config needs allow_config_change=True (or start in a fresh working directory).")
+
+# %% ../nbs/06_train.ipynb #a64bc0c4
+@patch
+def watch_held_out(self:TokenizerTask, epoch:int # epochs completed
+                  ) -> dict:
+    "Score the held-out items, keep the best epoch's weights, and load them when the run ends; the epoch's held-out metrics."
+    err = reconstruction_mse(self.model, self.items, self.held, relative=True)  # the scale of the inputs drops out of the logs
+    if err < self.best['recon']: self.best = dict(recon=err, epoch=epoch, model={k: v.detach().clone() for k, v in self.model.state_dict().items()})
+    if self.finished(epoch) and self.best['epoch'] != epoch: self.model.load_state_dict(self.best['model'])
+    return dict(held_out_recon=err, best_epoch=self.best['epoch'])
+
+@patch
+def finished(self:TokenizerTask, epoch:int # epochs completed
+            ) -> bool:
+    "All epochs run, or `optim.patience` epochs without a lower held-out error."
+    p = self.cfg.optim.patience
+    return epoch >= self.epochs or (p is not None and self.held is not None and epoch - self.best['epoch'] >= p)
 
 # %% ../nbs/06_train.ipynb #5feb7768
 def _ddp_module(model, items, device):

@@ -2,9 +2,11 @@
 reader would see broken: a cell that raised, "Error displaying widget", a progress bar stuck at 0%, an image that
 does not load, a link inside the site that leads nowhere (page or anchor), a JavaScript error.
 
-Chromium is driven through chromedriver's WebDriver HTTP API with the standard library (nothing to install from
-PyPI). The test installs nothing: without Debian's `chromium` and `chromium-driver` it skips, saying so. The build
-re-runs only the notebooks that changed since the last build (see the script), so a warm run takes seconds and a
+The build executes every notebook the way nbdev-test does, and fails on any cell that raises: it is how `make test`
+runs the notebooks, once per run. Chromium is driven through chromedriver's WebDriver HTTP API with the standard
+library (nothing to install from PyPI). The test installs nothing: without Debian's `chromium` and `chromium-driver`
+the page checks skip, saying so, and the build is still tested. The build re-runs only the notebooks whose inputs
+changed since the last build (the notebook, the package, pyproject, the script), so a warm run takes seconds and a
 cold one about as long as executing every notebook once.
 """
 import functools, http.server, importlib.util, json, os, re, shutil, socket, subprocess, sys, tempfile, threading, time
@@ -20,8 +22,8 @@ DRIVER = shutil.which('chromedriver')
 FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
          '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage', '--window-size=1280,1024']
 
-pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER),
-    reason='headless Chromium not installed: `apt-get install -y chromium chromium-driver` (the docs test needs /usr/bin/chromium and /usr/bin/chromedriver)')
+NO_CHROMIUM = ('headless Chromium not installed: `apt-get install -y chromium chromium-driver` (the page checks need /usr/bin/chromium '
+               'and /usr/bin/chromedriver; the build, which runs every notebook, is tested without them)')
 
 def _build_module():
     spec = importlib.util.spec_from_file_location('build_docs', ROOT/'scripts'/'build_docs.py')
@@ -69,7 +71,7 @@ class Chrome:
 
 @pytest.fixture(scope='module')
 def build():
-    r = subprocess.run([sys.executable, str(ROOT/'scripts'/'build_docs.py')], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    r = subprocess.run([sys.executable, str(ROOT/'scripts'/'build_docs.py')], cwd=ROOT, capture_output=True, text=True, timeout=1800)
     return r
 
 @pytest.fixture(scope='module')
@@ -112,6 +114,7 @@ def _offline_fetch(msg:str, server:str) -> bool:
 @pytest.fixture(scope='module')
 def pages(server):
     "Every HTML page of the built site, opened once: what the page shows and what the browser logged."
+    if not (CHROMIUM and DRIVER): pytest.skip(NO_CHROMIUM)
     chrome, res = Chrome(), {}
     try:
         for f in sorted(SITE.rglob('*.html')):
