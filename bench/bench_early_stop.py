@@ -12,7 +12,7 @@ run, the trained codes against `residual_init` (RQ-KMeans fit on the training ro
 codes permuted per level) on 5,000 training items, and rebuilds the held-out items with the tokenizer and with the
 init. Prints the per-epoch held-out curve and a table of ratios; writes bench/results/early_stop.json (or --out).
 """
-import argparse, json, os, platform, sys, tempfile, time
+import argparse, json, platform, sys, tempfile, time
 from pathlib import Path
 import numpy as np, torch
 from letter8_tokenizer.config import Config, override
@@ -41,7 +41,7 @@ def table(h):
     t, i, r, held = h['trained'], h['init'], h['random'], h['held_out']
     probes = [k for k in t if k.startswith('probe')]
     print('\n| measured in the same run | trained | init (residual_init) | random | trained / init |\n|---|---|---|---|---|')
-    print(f"| reconstruction MSE, {h['items']:,} training items | {t['mse']:.4g} | {i['mse']:.4g} | {r['mse'] if r.get('mse') else ''} | {t['mse'] / i['mse']:.3f} |")
+    print(f"| reconstruction MSE, {h['items']:,} training items | {t['mse']:.4g} | {i['mse']:.4g} | | {t['mse'] / i['mse']:.3f} |")
     print(f"| reconstruction MSE, {held['items']:,} held-out items | {held['mse']:.4g} | {held['init_mse']:.4g} | | {held['mse'] / held['init_mse']:.3f} |")
     for k in probes + ['neighbour_d1', 'min_used', 'min_perplexity', 'collide']:
         print(f"| {k} | {t[k]:.4g} | {i[k]:.4g} | {r[k]:.4g} | {t[k] / i[k] if i[k] else float('nan'):.3f} |")

@@ -774,8 +774,7 @@ def _held_out_numbers(model, init, held_out, dim) -> dict:
     "The tokenizer and the init each code and rebuild items neither was fit on, with their own codebooks."
     h = check_points(held_out, 'held_out')
     if h.shape[1] != dim: raise ValueError(f"held_out has {h.shape[1]} columns but the items have {dim}: pass embeddings of the same kind.")
-    return dict(items=len(h), mse=float(((decode(model, encode(model, h)) - h) ** 2).mean()),
-                init_mse=float(((init.decode(init.encode(h)) - h) ** 2).mean()))
+    return dict(items=len(h), mse=reconstruction_mse(model, h), init_mse=float(((init.decode(init.encode(h)) - h) ** 2).mean()))
 
 # %% ../nbs/03_model.ipynb #7c4bf541
 def learning_health(model:Letter8, # a trained tokenizer
