@@ -3,6 +3,7 @@
   python bench/bench_early_stop.py                                  # WordNet 20k, 20% held out, patience 5, bfloat16 MLPs
   python bench/bench_early_stop.py --catalog /work/cache/wordnet-full --holdout 0.1
   python bench/bench_early_stop.py --set '{"optim.patience": 10}' --out bench/results/early_stop_p10.json
+  python bench/bench_early_stop.py --holdout 0 --patience 0 --threads 2 --out bench/results/learning_balanced_200.json  # the default: no split, 200 epochs
 
 The run is the product's own path: `train_segment` on the catalog's `.npy` files with `data.holdout` and
 `optim.patience` (the default config otherwise; 8 levels x 256 codes, CPU). The held-out items stay out of the
@@ -29,20 +30,23 @@ def trained_model(cfg, items, workdir):
     return model.eval(), st
 
 def curve(workdir):
-    "Per epoch: the training batches' mean relative reconstruction error and the held-out one."
-    rows, out, batch = read_metrics(workdir), [], []
-    for r in rows:
+    "Per epoch: the training batches' mean relative reconstruction error, and the held-out one when the run holds items out."
+    out, batch, done = [], [], 0
+    for r in read_metrics(workdir):
         batch.append(r['recon_rel'])
-        if 'held_out_recon' in r: out.append(dict(epoch=int(r['epoch']), train_recon=float(np.mean(batch)), held_out_recon=r['held_out_recon'])); batch = []
+        if int(r['epoch']) > done:  # the epoch's last step
+            done = int(r['epoch'])
+            out.append(dict(epoch=done, train_recon=float(np.mean(batch)), **({'held_out_recon': r['held_out_recon']} if 'held_out_recon' in r else {})))
+            batch = []
     return out
 
 def table(h):
     "Trained codes against the init's and random codes, training items and held-out items."
-    t, i, r, held = h['trained'], h['init'], h['random'], h['held_out']
+    t, i, r, held = h['trained'], h['init'], h['random'], h.get('held_out')
     probes = [k for k in t if k.startswith('probe')]
     print('\n| measured in the same run | trained | init (residual_init) | random | trained / init |\n|---|---|---|---|---|')
     print(f"| reconstruction MSE, {h['items']:,} training items | {t['mse']:.4g} | {i['mse']:.4g} | | {t['mse'] / i['mse']:.3f} |")
-    print(f"| reconstruction MSE, {held['items']:,} held-out items | {held['mse']:.4g} | {held['init_mse']:.4g} | | {held['mse'] / held['init_mse']:.3f} |")
+    if held: print(f"| reconstruction MSE, {held['items']:,} held-out items | {held['mse']:.4g} | {held['init_mse']:.4g} | | {held['mse'] / held['init_mse']:.3f} |")
     for k in probes + ['neighbour_d1', 'min_used', 'min_perplexity', 'collide']:
         print(f"| {k} | {t[k]:.4g} | {i[k]:.4g} | {r[k]:.4g} | {t[k] / i[k] if i[k] else float('nan'):.3f} |")
 
@@ -50,8 +54,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--catalog', default='/work/cache/wordnet-20k', help='a WordNet catalog folder (bench/build_wordnet.py), built when missing')
     ap.add_argument('--n', type=int, default=20000, help='synsets when the catalog must be built (0: all)')
-    ap.add_argument('--holdout', type=float, default=0.2, help='data.holdout: share of the items held out of training')
-    ap.add_argument('--patience', type=int, default=5, help='optim.patience: epochs without a lower held-out error before the run stops')
+    ap.add_argument('--holdout', type=float, default=0.2, help='data.holdout: share of the items held out of training (0: none, every epoch runs)')
+    ap.add_argument('--patience', type=int, default=5, help='optim.patience: epochs without a lower held-out error before the run stops (0: none)')
     ap.add_argument('--threads', type=int, default=1, help='torch threads (1: the recorded runs)')
     ap.add_argument('--set', default='{"model.precision": "bfloat16"}', help='JSON config overrides, dotted keys')
     ap.add_argument('--out', default='bench/results/early_stop.json')
@@ -59,7 +63,7 @@ def main():
     torch.set_num_threads(a.threads)
     cat = Path(a.catalog)
     items = Items(cat/'items.npy', labels=cat/'labels.npy') if (cat/'items.npy').exists() else wordnet_catalog(cat, n_items=a.n or None)
-    cfg = override(Config(), {**json.loads(a.set), 'data.holdout': a.holdout, 'optim.patience': a.patience, 'schedule.log_every_s': 60})
+    cfg = override(Config(), {**json.loads(a.set), 'data.holdout': a.holdout, 'optim.patience': a.patience or None, 'schedule.log_every_s': 60})
     with tempfile.TemporaryDirectory() as d:
         t0 = time.perf_counter()
         res = train_segment(cfg, items, d, progress=True)
@@ -70,12 +74,12 @@ def main():
     health = learning_health(model, items, sample=5000)
     health_s = time.perf_counter() - t1
     print('\n| epoch | training batches recon / variance | held-out recon / variance |\n|---|---|---|')
-    for e in epochs: print(f"| {e['epoch']} | {e['train_recon']:.4f} | {e['held_out_recon']:.4f} |")
+    for e in epochs: print(f"| {e['epoch']} | {e['train_recon']:.4f} | {e.get('held_out_recon', float('nan')):.4f} |")
     print(f"\nstopped after epoch {epochs[-1]['epoch']} of {cfg.optim.epochs} ({res.status}); best epoch {st['best']['epoch']}; "
           f"{train_s:.0f} s of training, {health_s:.0f} s of scoring")
     table(health.numbers)
     print(f"\nverdict: {health.verdict}: {health}")
-    out = dict(command=' '.join(sys.argv), catalog=str(cat), items=len(items), held_out=health.numbers['held_out']['items'],
+    out = dict(command=' '.join(sys.argv), catalog=str(cat), items=len(items), held_out=health.numbers.get('held_out', {}).get('items', 0),
                config_overrides=json.loads(a.set), holdout=a.holdout, patience=a.patience, threads=a.threads, platform=platform.processor() or platform.machine(),
                torch=torch.__version__, stopped_after=epochs[-1]['epoch'], best_epoch=st['best']['epoch'], train_s=round(train_s, 1),
                epochs=epochs, health=health.to_dict())

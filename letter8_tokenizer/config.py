@@ -46,6 +46,7 @@ class QuantizerConfig:
     init_sample: int = 100_000 # items passed through the encoder for the residual k-means init
     init_niter: int = 20 # Lloyd iterations per level of the init
     refit_every_epochs: int = 1 # exact Lloyd step of every codebook over `init_sample` items every this many epochs (0: never); undoes the EMA's drift (model page)
+    refit_balanced: bool = True # the refit assigns items with the init's size bounds (LETTER's), so no code of a deep level starves (model page)
 
 # %% ../nbs/02_config.ipynb #c3c5b44d
 @dataclass

@@ -9,9 +9,9 @@ __all__ = ['ACTIVATION_LAYERS', 'TRY_COLLAPSED', 'TRY_INIT', 'TRY_MEMORISED', 'm
            'QuantizerLevel', 'latent_dim', 'Letter8', 'cf_alignment_loss', 'group_partner', 'diversity_loss',
            'compute_losses', 'build_tokenizer', 'model_device', 'as_input', 'encode_latents', 'fit_normaliser',
            'sample_rows', 'init_codebooks', 'canonical_labels', 'bounded_labels', 'balanced_groups', 'refresh_groups',
-           'make_optimizer', 'StepModule', 'learning_signals', 'train_step', 'refit_codebooks', 'encode_devices',
-           'encode', 'decode', 'reconstruction_mse', 'save_tokenizer', 'load_tokenizer', 'code_metrics', 'Health',
-           'learning_health']
+           'make_optimizer', 'StepModule', 'learning_signals', 'train_step', 'lloyd_step', 'balanced_lloyd_step',
+           'refit_codebooks', 'encode_devices', 'encode', 'decode', 'reconstruction_mse', 'save_tokenizer',
+           'load_tokenizer', 'code_metrics', 'Health', 'learning_health']
 
 # %% ../nbs/03_model.ipynb #938ab096
 import math, json, copy, os, secrets, shutil, tempfile
@@ -25,7 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from .config import Config, config_to_dict, config_from_dict
 from .data import Items, held_out_rows
-from .kmeans import residual_init, check_bounds
+from .kmeans import residual_init, check_bounds, balanced_assign, letter_bounds, centroid_means
 from .arrays import check_points
 from .codes import level_sizes
 from .distributed import Shard, gather_rows
@@ -558,6 +558,37 @@ def train_step(model:Letter8, # the tokenizer
     losses.update(learning_signals(out, shard if sharded else None))
     return {k: float(v.detach()) if torch.is_tensor(v) else float(v) for k, v in losses.items()}
 
+# %% ../nbs/03_model.ipynb #0cc2f280
+@torch.no_grad()
+def lloyd_step(model:Letter8, # the tokenizer; its codebooks and EMA statistics are replaced
+               z:torch.Tensor, # [n, e] latents of a sample of items
+               share:float, # batch size / n: the counts restart the EMA in per-batch units
+              ):
+    "Each item takes its nearest codes; every used code moves to the mean of what its items need from it (the latent minus their other levels' vectors), level after level."
+    codes, zq, _, _ = model.quantize(z)
+    for l, lvl in enumerate(model.levels):
+        own = F.embedding(codes[:, l], lvl.codebook)
+        counts = torch.bincount(codes[:, l], minlength=lvl.k).to(z.dtype)
+        sums = torch.zeros_like(lvl.codebook).index_add_(0, codes[:, l], z - zq + own)
+        C = torch.where(counts[:, None] > 0, sums / counts.clamp_min(1)[:, None], lvl.codebook)
+        zq = zq - own + F.embedding(codes[:, l], C)
+        lvl.set_codebook(C, counts.clamp_min(1) * share)
+
+@torch.no_grad()
+def balanced_lloyd_step(model:Letter8, # the tokenizer; its codebooks and EMA statistics are replaced
+                        z:torch.Tensor, # [n, e] latents of a sample of items
+                        share:float, # batch size / n: the counts restart the EMA in per-batch units
+                       ):
+    "Level after level on the residuals: items take codes as the init's k-means assigns them (`balanced_assign`, LETTER's size bounds), then every code moves to its items' mean."
+    r = z.detach().float().cpu().numpy().copy()
+    for lvl in model.levels:
+        C = np.ascontiguousarray(lvl.codebook.detach().float().cpu().numpy())
+        labels = balanced_assign(r, C, *letter_bounds(len(r), lvl.k))
+        C = centroid_means(r, labels, C)
+        r -= C[labels]
+        counts = np.maximum(np.bincount(labels, minlength=lvl.k), 1) * share
+        lvl.set_codebook(torch.as_tensor(C, device=z.device), torch.as_tensor(counts, dtype=torch.float32, device=z.device))
+
 # %% ../nbs/03_model.ipynb #339aaac5
 @torch.no_grad()
 def refit_codebooks(model:Letter8, # the tokenizer; its codebooks and EMA statistics are replaced
@@ -565,22 +596,16 @@ def refit_codebooks(model:Letter8, # the tokenizer; its codebooks and EMA statis
                     sample:int|None=None, # items used; default cfg.quantizer.init_sample (the same seeded sample as the init)
                     rounds:int=1, # Lloyd steps
                     keep:np.ndarray|None=None, # [n_items] bool, the training rows; None: all
+                    balanced:bool|None=None, # size-bounded steps (`balanced_lloyd_step`) or nearest-code ones (`lloyd_step`); None: `quantizer.refit_balanced`
                    ) -> float:
     "Exact Lloyd step(s) on every level's codebook over the current latents of a sample of items; the latents' quantisation MSE after it."
     cfg, was = model.cfg, model.training
     rows = sample_rows(items, sample or cfg.quantizer.init_sample, cfg.seed, keep)
     z = torch.as_tensor(encode_latents(model, items.take(rows).emb), device=model_device(model))
     share = min(cfg.optim.batch_size, len(z)) / len(z)
+    step = balanced_lloyd_step if (cfg.quantizer.refit_balanced if balanced is None else balanced) else lloyd_step
     model.eval()
-    for _ in range(rounds):
-        codes, zq, _, _ = model.quantize(z)
-        for l, lvl in enumerate(model.levels):
-            own = F.embedding(codes[:, l], lvl.codebook)
-            counts = torch.bincount(codes[:, l], minlength=lvl.k).to(z.dtype)
-            sums = torch.zeros_like(lvl.codebook).index_add_(0, codes[:, l], z - zq + own)
-            C = torch.where(counts[:, None] > 0, sums / counts.clamp_min(1)[:, None], lvl.codebook)
-            zq = zq - own + F.embedding(codes[:, l], C)
-            lvl.set_codebook(C, counts.clamp_min(1) * share)
+    for _ in range(rounds): step(model, z, share)
     err = float((z - model.quantize(z)[1]).pow(2).mean())  # with the codes the items now get
     model.train(was)
     return err
