@@ -10,8 +10,9 @@ The run is the product's own path: `train_segment` on the catalog's `.npy` files
 batches, of the init's sample and of the refits; after each epoch the task scores them, and the run ends on the
 best epoch's weights. Then `learning_health` (which finds the run's held-out rows itself) scores, in the same
 run, the trained codes against `residual_init` (RQ-KMeans fit on the training rows) and random codes (the trained
-codes permuted per level) on 5,000 training items, and rebuilds the held-out items with the tokenizer and with the
-init. Prints the per-epoch held-out curve and a table of ratios; writes bench/results/early_stop.json (or --out).
+codes permuted per level) on every training item (--health-sample: a seeded sample), each probe testing every
+item once (5-fold) with the trained codes' gap to the init's paired item by item, and rebuilds the held-out items
+with the tokenizer and with the init. Prints the per-epoch held-out curve and a table of ratios; writes bench/results/early_stop.json (or --out).
 """
 import argparse, json, platform, sys, tempfile, time
 from pathlib import Path
@@ -44,11 +45,13 @@ def table(h):
     "Trained codes against the init's and random codes, training items and held-out items."
     t, i, r, held = h['trained'], h['init'], h['random'], h.get('held_out')
     probes = [k for k in t if k.startswith('probe')]
-    print('\n| measured in the same run | trained | init (residual_init) | random | trained / init |\n|---|---|---|---|---|')
+    gap = h.get('probe_gap', {})
+    print('\n| measured in the same run | trained | init (residual_init) | random | trained / init | trained - init (paired s.e.) |\n|---|---|---|---|---|---|')
     print(f"| reconstruction MSE, {h['items']:,} training items | {t['mse']:.4g} | {i['mse']:.4g} | | {t['mse'] / i['mse']:.3f} |")
     if held: print(f"| reconstruction MSE, {held['items']:,} held-out items | {held['mse']:.4g} | {held['init_mse']:.4g} | | {held['mse'] / held['init_mse']:.3f} |")
     for k in probes + ['neighbour_d1', 'min_used', 'min_perplexity', 'collide']:
-        print(f"| {k} | {t[k]:.4g} | {i[k]:.4g} | {r[k]:.4g} | {t[k] / i[k] if i[k] else float('nan'):.3f} |")
+        g = f"{gap[k]['delta']:+.4f} ± {gap[k]['se']:.4f}" if k in gap else ''
+        print(f"| {k} | {t[k]:.4g} | {i[k]:.4g} | {r[k]:.4g} | {t[k] / i[k] if i[k] else float('nan'):.3f} | {g} |")
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -58,6 +61,7 @@ def main():
     ap.add_argument('--patience', type=int, default=5, help='optim.patience: epochs without a lower held-out error before the run stops (0: none)')
     ap.add_argument('--threads', type=int, default=1, help='torch threads (1: the recorded runs)')
     ap.add_argument('--set', default='{"model.precision": "bfloat16"}', help='JSON config overrides, dotted keys')
+    ap.add_argument('--health-sample', type=int, default=0, help="items learning_health checks (0: every item the run trained on; its default is 5,000)")
     ap.add_argument('--out', default='bench/results/early_stop.json')
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -71,7 +75,7 @@ def main():
         model, st = trained_model(cfg, items, d)
         epochs = curve(d)
     t1 = time.perf_counter()
-    health = learning_health(model, items, sample=5000)
+    health = learning_health(model, items, sample=a.health_sample or None)
     health_s = time.perf_counter() - t1
     print('\n| epoch | training batches recon / variance | held-out recon / variance |\n|---|---|---|')
     for e in epochs: print(f"| {e['epoch']} | {e['train_recon']:.4f} | {e.get('held_out_recon', float('nan')):.4f} |")

@@ -21,7 +21,8 @@ L2-normalised; labels: lexicographer file, hypernym at depth 1 and at depth 2). 
 given, L2-normalised again, standardised per dimension, scaled by 1e-3 and by 1e3) one run of the default config
 (8 levels x 256 codes) is trained on CPU, with `refit_codebooks` every `quantizer.refit_every_epochs` (default 1; --no-refit: never),
 and in the same run `residual_init` (RQ-KMeans on the transformed embeddings, the training-free init) and random codes (the trained codes permuted per level) are scored the same
-way: reconstruction MSE in the input space, linear probes at depths 1 and 2 per label level, neighbour ratio at
+way: reconstruction MSE in the input space, linear probes at depths 1 and 2 per label level (5-fold: every item
+tested once; the trained codes' gap to the init's paired item by item, with its standard error), neighbour ratio at
 depth 1, code usage and perplexity per level, collisions before resolution. Issue 13's bars are checked and
 printed, then one summary row per transform (ratios against init and random). With --holdout, a share of the items
 is kept out of both fits and scored the same way, each coding them with its own codebooks (nearest code per level):
@@ -34,7 +35,7 @@ from letter8_tokenizer.config import Config, override
 from letter8_tokenizer.data import Items, wordnet_catalog
 from letter8_tokenizer.kmeans import residual_init
 from letter8_tokenizer.probe import shuffle_codes
-from letter8_tokenizer.model import (build_tokenizer, init_codebooks, make_optimizer, train_step, refresh_groups, refit_codebooks,
+from letter8_tokenizer.model import (build_tokenizer, init_codebooks, make_optimizer, train_step, refresh_groups, refit_codebooks, probe_gaps,
                                      encode, decode, code_metrics, learning_health)
 
 TRANSFORMS = {'as-is': lambda x: x, 'l2': lambda x: x / np.linalg.norm(x, axis=1, keepdims=True), 'standardised': lambda x: (x - x.mean(0)) / x.std(0),
@@ -64,11 +65,12 @@ def train(x, cfg, log_every=5):
                   f"{time.perf_counter() - t:.0f}s", flush=True)
     return model, hist, time.perf_counter() - t
 
-def bars(t, i, r, k):
-    "Issue 13's bars for one input transform: name -> passed."
+def bars(t, i, r, gap):
+    "Issue 13's bars for one input transform: name -> passed. `gap`: `probe_gaps` of the trained codes against the init's."
     probes = [p for p in t if p.startswith('probe')]
     return {'mse <= 0.8x init': t['mse'] <= 0.8 * i['mse'],
             'probes >= init': all(t[p] >= i[p] for p in probes),
+            'probes not below init (2 s.e.)': all(g['delta'] >= -2 * g['se'] for g in gap.values()),
             'probes > random + 0.05': all(t[p] > r[p] + 0.05 for p in probes),
             'neighbour d1 < init': t['neighbour_d1'] < i['neighbour_d1'],
             'usage >= 90%': t['min_used'] >= 0.9, 'perplexity >= k/2': t['min_perplexity'] >= 0.5,
@@ -96,22 +98,22 @@ def run(x0, labels, name, cfg, seed=0, health=True, holdout=0.0):
     rows = score(model, codes, init.codes, init_mse, x, labels, sizes, seed)
     health = learning_health(model, x, sample=5000, labels=labels, seed=seed, held_out=x_held if holdout else None) if health else None
     out = dict(transform=name, refit=cfg.quantizer.refit_every_epochs, item_var=float(x.var(0).mean()), train_s=secs, init_s=init_s, history=hist, health=health and health.verdict,
-               health_message=health and str(health), bars=bars(rows['trained'], rows['init'], rows['random'], cfg.model.codebook_size), **rows)
+               health_message=health and str(health), bars=bars(rows['trained'], rows['init'], rows['random'], rows['probe_gap']), **rows)
     if holdout: out['held_out'] = held_out_rows(model, init, x_held, labels_held, sizes, seed)
     return out
 
 def score(model, codes, init_codes, init_mse, x, labels, sizes, seed):
-    "`code_metrics` of the trained codes, the init's and random codes (the trained ones permuted per level) on the rows `x`."
+    "`code_metrics` of the trained codes, the init's and random codes (the trained ones permuted per level) on the rows `x`, and the trained probes' paired gaps to the init's."
     rand = shuffle_codes(codes, seed)
     mse = lambda c: float(((decode(model, c) - x) ** 2).mean())
     return dict(trained=code_metrics(codes, x, sizes, labels, mse(codes), seed), init=code_metrics(init_codes, x, sizes, labels, init_mse, seed),
-                random=code_metrics(rand, x, sizes, labels, mse(rand), seed))
+                random=code_metrics(rand, x, sizes, labels, mse(rand), seed), probe_gap=probe_gaps(codes, init_codes, labels, seed))
 
 def held_out_rows(model, init, x, labels, sizes, seed):
     "The same metrics on rows neither the tokenizer nor the init saw: each codes them (nearest code per level) and rebuilds them."
     init_codes = init.encode(x)
     rows = dict(n=len(x), **score(model, encode(model, x), init_codes, float(((init.decode(init_codes) - x) ** 2).mean()), x, labels, sizes, seed))
-    rows['bars'] = bars(rows['trained'], rows['init'], rows['random'], sizes[0])
+    rows['bars'] = bars(rows['trained'], rows['init'], rows['random'], rows['probe_gap'])
     return rows
 
 def table(r, title=None):
@@ -122,17 +124,18 @@ def table(r, title=None):
         t, i, rnd = r['trained'].get(k), r['init'].get(k), r['random'].get(k)
         f = lambda v: '' if v is None else f"{v:.4g}"
         print(f"| {k} | {f(t)} | {f(i)} | {f(rnd)} | {f(t / i) if i else ''} | {f(t / rnd) if rnd else ''} |")
+    print('probes, trained - init on the same items (5-fold, paired s.e.): ' + ', '.join(f"{k} {g['delta']:+.4f} ± {g['se']:.4f}" for k, g in r['probe_gap'].items()))
     print('bars: ' + ', '.join(f"{k}: {'PASS' if v else 'FAIL'}" for k, v in r['bars'].items()), flush=True)
     if 'held_out' in r: table(r['held_out'], f"\n{r['transform']}, the {r['held_out']['n']:,} held-out items (coded, never trained on)")
 
 def summary(runs):
     "One row per input transform: the trained codes as ratios of the init's and differences from random codes, measured in the same run."
-    print('\n| inputs | mse / init | mse / random | probes - init (min) | probes - random (min) | neighbour d1 / init | least perplexity | least used | collide / init | bars passed |')
+    print('\n| inputs | mse / init | mse / random | probes - init (min ± s.e.) | probes - random (min) | neighbour d1 / init | least perplexity | least used | collide / init | bars passed |')
     print('|---|---|---|---|---|---|---|---|---|---|')
     for r in runs + [dict(h['held_out'], transform=f"{h['transform']}, held out") for h in runs if 'held_out' in h]:
         t, i, rnd = r['trained'], r['init'], r['random']
-        probes = [k for k in t if k.startswith('probe')]
-        print(f"| {r['transform']} | {t['mse'] / i['mse']:.3f} | {t['mse'] / rnd['mse']:.3f} | {min(t[p] - i[p] for p in probes):+.4f} | "
+        probes, least = [k for k in t if k.startswith('probe')], min(r['probe_gap'].values(), key=lambda g: g['delta'])
+        print(f"| {r['transform']} | {t['mse'] / i['mse']:.3f} | {t['mse'] / rnd['mse']:.3f} | {least['delta']:+.4f} ± {least['se']:.4f} | "
               f"{min(t[p] - rnd[p] for p in probes):+.3f} | {t['neighbour_d1'] / i['neighbour_d1']:.4f} | {t['min_perplexity']:.3f} | {t['min_used']:.3f} | "
               f"{t['collide'] / max(i['collide'], 1e-12):.2f} | {sum(r['bars'].values())}/{len(r['bars'])} |")
 

@@ -69,7 +69,7 @@ class OptimConfig:
     lr: float = 1e-3 # AdamW learning rate, as LETTER's (3e-4 learns 3x slower, 3e-3 worse; model page)
     weight_decay: float = 1e-4 # AdamW weight decay
     batch_size: int = 1024 # items per step
-    epochs: int = 200 # passes over the catalog (WordNet 20k, 8 x 256: 0.77x the init's reconstruction error at 80, 0.75x at 100; more items need more; model page)
+    epochs: int = 200 # passes over the catalog (WordNet 20k, 8 x 256: 0.66x the init's reconstruction error at 200 with balanced refits, 0.80x with nearest-code ones; more items need more; model page)
     grad_clip: float|None = None # clip the gradient norm to this, when set
     patience: int|None = None # with data.holdout: stop after this many epochs without a lower held-out reconstruction error, keeping the best epoch's weights; None: run every epoch
 

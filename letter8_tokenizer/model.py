@@ -11,7 +11,7 @@ __all__ = ['ACTIVATION_LAYERS', 'TRY_COLLAPSED', 'TRY_INIT', 'TRY_MEMORISED', 'm
            'sample_rows', 'init_codebooks', 'canonical_labels', 'bounded_labels', 'balanced_groups', 'refresh_groups',
            'make_optimizer', 'StepModule', 'learning_signals', 'train_step', 'lloyd_step', 'balanced_lloyd_step',
            'refit_codebooks', 'encode_devices', 'encode', 'decode', 'reconstruction_mse', 'save_tokenizer',
-           'load_tokenizer', 'code_metrics', 'Health', 'learning_health']
+           'load_tokenizer', 'probe_gaps', 'code_metrics', 'Health', 'learning_health']
 
 # %% ../nbs/03_model.ipynb #938ab096
 import math, json, copy, os, secrets, shutil, tempfile
@@ -725,21 +725,38 @@ def load_tokenizer(path:str|Path # a folder written by `save_tokenizer`
     return model.eval()
 
 # %% ../nbs/03_model.ipynb #351876c8
+def _probe_correct(codes, y, seed):
+    "Per-item correctness `[2, n]` of the depth-1 and depth-2 prefix probes, 5-fold cross-validated (one row when there is one level)."
+    from letter8_tokenizer.probe import prefix_probe_cv
+    return prefix_probe_cv(codes, y, folds=5, seed=seed, depth=min(2, np.shape(codes)[1]))
+
+def probe_gaps(codes:np.ndarray, # [n, L] codes
+               ref:np.ndarray, # [n, L] the codes to compare with (e.g. the init's), same items
+               labels:np.ndarray, # [n, m] labels, coarse to fine
+               seed:int=0, # fold seed
+              ) -> dict:
+    "Per probe (`probe{j}_d1`, `probe{j}_d2`): `paired_gap` of `codes` against `ref`, every item tested once on the same folds."
+    from letter8_tokenizer.probe import paired_gap
+    out = {}
+    for j in range(labels.shape[1]):
+        a, b = _probe_correct(codes, labels[:, j], seed), _probe_correct(ref, labels[:, j], seed)
+        out[f'probe{j}_d1'], out[f'probe{j}_d2'] = paired_gap(a[0], b[0]), paired_gap(a[-1], b[-1])
+    return out
+
 def code_metrics(codes:np.ndarray, # [n, L] codes
                  x:np.ndarray, # [n, dim] the items' embeddings
                  sizes:list, # codes per level
                  labels:np.ndarray|None=None, # [n, m] labels, coarse to fine
                  mse:float|None=None, # reconstruction MSE in the input space, when known
-                 seed:int=0, # split and pair sampling seed
+                 seed:int=0, # fold and pair sampling seed
                 ) -> dict:
-    "What a code table carries: probes at depths 1 and 2 per label level, neighbour ratio at depth 1, usage, perplexity, collisions."
-    from letter8_tokenizer.probe import prefix_probe, neighbour_ratio, code_usage, collisions, split_items
+    "What a code table carries: probes at depths 1 and 2 per label level (every item tested once, 5-fold), neighbour ratio at depth 1, usage, perplexity, collisions."
+    from letter8_tokenizer.probe import neighbour_ratio, code_usage, collisions
     out = {} if mse is None else dict(mse=float(mse))
     if labels is not None:
-        train, test = split_items(len(codes), 0.2, seed)
         for j in range(labels.shape[1]):
-            acc = prefix_probe(codes, labels[:, j], train, test)
-            out[f'probe{j}_d1'], out[f'probe{j}_d2'] = acc[0], acc[min(1, len(acc) - 1)]
+            acc = _probe_correct(codes, labels[:, j], seed).mean(1)
+            out[f'probe{j}_d1'], out[f'probe{j}_d2'] = float(acc[0]), float(acc[-1])
     out['neighbour_d1'] = neighbour_ratio(codes, x, seed=seed)[0]
     usage = code_usage(codes, sizes)
     out['min_used'] = min(r['used'] / r['size'] for r in usage)
@@ -753,7 +770,7 @@ class Health:
     "The verdict of `learning_health`: 'ok', 'no better than init' or 'collapsed', in words, with the numbers."
     verdict: str # 'ok', 'no better than init' or 'collapsed'
     message: str # what happened and what to try, in words
-    numbers: dict # latent_spread, recon_rel, and `code_metrics` of the trained, init and random codes
+    numbers: dict # latent_spread, recon_rel, `code_metrics` of the trained, init and random codes; with labels, `probe_gap` (trained against init)
     @property
     def ok(self) -> bool:
         "True when the verdict is 'ok'."
@@ -779,10 +796,15 @@ def _verdict(n:dict # the numbers of `learning_health`
         return 'collapsed', (f"Collapsed: the encoder maps the items to nearly one point (latent spread {n['latent_spread']:.2g} of the inputs'), "
                              f"so the codes say next to nothing about them (items sharing a first letter are {t['neighbour_d1']:.2f} as far apart "
                              f"as random pairs; random codes: {r['neighbour_d1']:.2f}). " + TRY_COLLAPSED)
+    gaps = n.get('probe_gap', {})
     worse = (['reconstruction'] if t['mse'] > i['mse'] else []) + (['neighbours'] if t['neighbour_d1'] > i['neighbour_d1'] else []) + \
-            [k for k in probes if k.endswith('_d1') and t[k] < i[k] - 0.01]
+            [f"{k} {g['delta']:+.3f} ± {g['se']:.3f}" for k, g in gaps.items() if g['delta'] < -2 * g['se']]  # significantly below
     summary = (f"reconstruction MSE {t['mse']:.3g} of the items it trained on ({t['mse'] / i['mse']:.2f}x the init's, {n['recon_rel']:.0%} of the item variance), "
                f"neighbour ratio at depth 1 {t['neighbour_d1']:.3f} (init {i['neighbour_d1']:.3f}, random {r['neighbour_d1']:.3f})")
+    if gaps:
+        d = [g['delta'] for g in gaps.values()]
+        summary += (f", probe accuracy {min(d):+.3f} to {max(d):+.3f} against the init's (standard error up to {max(g['se'] for g in gaps.values()):.3f}), "
+                    f"at least {min(t[k] - r[k] for k in probes):+.2f} against random codes")
     if worse and 'reconstruction' not in worse:  # better codes of the same meaning: say both halves
         return 'no better than init', (f"Rebuilds the items better than the training-free init ({t['mse'] / i['mse']:.2f}x its error) but groups "
                                        f"them no better ({', '.join(worse)}): {summary}. " + TRY_INIT)
@@ -835,6 +857,7 @@ def learning_health(model:Letter8, # a trained tokenizer
                    recon_rel=mse / max(float(x.var(0).mean()), 1e-30),
                    trained=code_metrics(codes, x, sizes, y, mse, seed), init=code_metrics(init_codes, x, sizes, y, init_mse, seed),
                    random=code_metrics(shuffle_codes(codes, seed), x, sizes, y, None, seed))
+    if y is not None: numbers['probe_gap'] = probe_gaps(codes, init_codes, y, seed)
     if held is not None: held_out = items.take(held).emb
     if held_out is not None: numbers['held_out'] = _held_out_numbers(model, init, held_out, x.shape[1])
     return Health(*_verdict(numbers), numbers)

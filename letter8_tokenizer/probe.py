@@ -6,10 +6,10 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/probe.html.md"""
 
 # %% auto #0
 __all__ = ['VERDICTS', 'PANELS', 'check_rows', 'perplexity', 'code_usage', 'prefix_ids', 'collisions', 'collision_buckets',
-           'check_codebooks', 'reconstruction', 'split_items', 'shuffle_codes', 'prefix_features', 'prefix_probe',
-           'majority_accuracy', 'embedding_probe', 'neighbour_ratio', 'relative_spread', 'item_variance',
-           'mean_reconstruction_mse', 'item_mse', 'gains', 'judge', 'ProbeReport', 'compare_codes', 'probe', 'compare',
-           'InlineFigure', 'nearest', 'code_items', 'items_html', 'write_report']
+           'check_codebooks', 'reconstruction', 'split_items', 'shuffle_codes', 'prefix_features', 'prefix_predict',
+           'prefix_probe', 'majority_accuracy', 'prefix_probe_cv', 'paired_gap', 'embedding_probe', 'neighbour_ratio',
+           'relative_spread', 'item_variance', 'mean_reconstruction_mse', 'item_mse', 'gains', 'judge', 'ProbeReport',
+           'compare_codes', 'probe', 'compare', 'InlineFigure', 'nearest', 'code_items', 'items_html', 'write_report']
 
 # %% ../nbs/07_probe.ipynb #5ec1f014
 import base64, html, io, json, math, time, warnings
@@ -193,19 +193,20 @@ def _label_index(y, train):
     pos = np.searchsorted(classes, y)
     return classes, np.where(classes[np.minimum(pos, len(classes) - 1)] == y, pos, -1)
 
-def prefix_probe(codes, # [n, L] integer codes
-                 y, # [n] integer labels
-                 train:np.ndarray, # row ids to fit on
-                 test:np.ndarray, # row ids to score
-                 alpha:float=0.1, # additive smoothing of the class counts
-                ) -> list[float]:
-    "Held-out accuracy at each depth `d` of a multinomial naive Bayes on `prefix_features(codes, d)`."
-    ids, y = prefix_ids(codes), np.asarray(y)
+def prefix_predict(codes, # [n, L] integer codes
+                   y, # [n] integer labels (only the training rows' are read)
+                   train:np.ndarray, # row ids to fit on
+                   test:np.ndarray, # row ids to predict
+                   alpha:float=0.1, # additive smoothing of the class counts
+                   depth:int|None=None, # deepest prefix; None: all L
+                  ) -> np.ndarray:
+    "Predicted labels `[depth, len(test)]` of a multinomial naive Bayes on `prefix_features(codes, d)`, for each depth `d`."
+    ids, y = prefix_ids(codes)[:, :depth], np.asarray(y)
     classes, yi = _label_index(y, train)
     C = len(classes)
     class_count = np.bincount(yi[train], minlength=C).astype(np.float64)
     log_prior = np.log(class_count / len(train))
-    loglik, n_features, accs = np.zeros((len(test), C)), 0, []
+    loglik, n_features, preds = np.zeros((len(test), C)), 0, []
     for d in range(1, ids.shape[1] + 1):
         col = ids[:, d-1]
         m = int(col.max()) + 1
@@ -215,8 +216,18 @@ def prefix_probe(codes, # [n, L] integer codes
         loglik += math.log(alpha) + seen.toarray()
         n_features += m
         score = loglik - d * np.log(d * class_count + alpha * n_features) + log_prior
-        accs.append(float((classes[score.argmax(1)] == y[test]).mean()))
-    return accs
+        preds.append(classes[score.argmax(1)])
+    return np.stack(preds)
+
+def prefix_probe(codes, # [n, L] integer codes
+                 y, # [n] integer labels
+                 train:np.ndarray, # row ids to fit on
+                 test:np.ndarray, # row ids to score
+                 alpha:float=0.1, # additive smoothing of the class counts
+                ) -> list[float]:
+    "Held-out accuracy at each depth `d` of a multinomial naive Bayes on `prefix_features(codes, d)`."
+    y = np.asarray(y)
+    return [float(a) for a in (prefix_predict(codes, y, train, test, alpha) == y[test]).mean(1)]
 
 def majority_accuracy(y, # [n] integer labels
                       train:np.ndarray, # row ids whose most common label is predicted
@@ -226,6 +237,32 @@ def majority_accuracy(y, # [n] integer labels
     y = np.asarray(y)
     vals, counts = np.unique(y[train], return_counts=True)
     return float((y[test] == vals[counts.argmax()]).mean())
+
+# %% ../nbs/07_probe.ipynb #082f9b9b
+def prefix_probe_cv(codes, # [n, L] integer codes
+                    y, # [n] integer labels
+                    folds:int=5, # every item is predicted by a probe fit on the other folds
+                    seed:int=0, # fold assignment seed
+                    alpha:float=0.1, # additive smoothing of the class counts
+                    depth:int|None=None, # deepest prefix; None: all L
+                   ) -> np.ndarray:
+    "Per-item correctness `[depth, n]` (bool) of the prefix probe, cross-validated: each item scored once, by a probe that never saw it."
+    y = np.asarray(y)
+    if not 2 <= folds <= len(y): raise ValueError(f"folds={folds} must lie between 2 and the number of items ({len(y)}).")
+    fold = np.random.default_rng(seed).permutation(len(y)) % folds
+    depth = prefix_ids(codes).shape[1] if depth is None else depth
+    correct = np.zeros((depth, len(y)), bool)
+    for f in range(folds):
+        train, test = np.flatnonzero(fold != f), np.flatnonzero(fold == f)
+        correct[:, test] = prefix_predict(codes, y, train, test, alpha, depth) == y[test]
+    return correct
+
+def paired_gap(correct_a:np.ndarray, # [n] per-item correctness of table a (e.g. a row of `prefix_probe_cv`)
+               correct_b:np.ndarray, # [n] the same items' correctness under table b
+              ) -> dict:
+    "`delta`: accuracy of a minus that of b on the same items; `se`: the standard error of that difference."
+    d = np.asarray(correct_a, np.float64) - np.asarray(correct_b, np.float64)
+    return dict(delta=float(d.mean()), se=float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else float('nan'))
 
 # %% ../nbs/07_probe.ipynb #63768de8
 def embedding_probe(x, # [n, dim] embeddings (a memmap is fine: only sampled rows are read)
