@@ -219,6 +219,7 @@ def prefix_predict(codes, # [n, L] integer codes
         preds.append(classes[score.argmax(1)])
     return np.stack(preds)
 
+# %% ../nbs/07_probe.ipynb #1af5ddc6
 def prefix_probe(codes, # [n, L] integer codes
                  y, # [n] integer labels
                  train:np.ndarray, # row ids to fit on
