@@ -11,6 +11,9 @@
       --set '{"model.precision": "bfloat16"}' --tag _bfloat16_silu_lr1e-3_e100_transforms --out bench/results/learning_activation.json
   python bench/bench_learning.py --catalog /work/cache/wordnet-full --threads 1 --inputs as-is --epochs 100 \
       --set '{"model.precision": "bfloat16"}' --tag _bfloat16_silu_lr1e-3_e100 --out bench/results/learning_activation.json
+  # balanced refits (the default since), all 82,115 synsets, 50 epochs (bench/results/learning_full_balanced.json):
+  python bench/bench_learning.py --catalog /work/cache/wordnet-full --threads 1 --inputs as-is --epochs 50 \
+      --set '{"model.precision": "bfloat16"}' --tag _bfloat16_e50_balanced --out bench/results/learning_full_balanced.json
   # the old defaults: --set '{"model.activation": "relu", "optim.lr": 3e-4}'
   # do the gains hold on items neither was fit on? 20% held out of the tokenizer's training and of the init's fit:
   python bench/bench_learning.py --catalog /work/cache/wordnet-20k --threads 1 --inputs as-is --epochs 80 --no-health --holdout 0.2 \
