@@ -10,14 +10,13 @@ scored apart, as unseen items), the init is fit on the same rows as the run's, e
 config overrides the run had (`--set`); the checkpoint holds the weights, not the config. Prints the verdict and a
 table; writes JSON.
 """
-import argparse, copy, json, platform, shlex, time
+import argparse, json, platform, shlex, time
 from pathlib import Path
-import numpy as np, torch
-from letter8_tokenizer.checkpoint import Checkpointer
+import torch
 from letter8_tokenizer.config import Config, override
 from letter8_tokenizer.data import Items
-from letter8_tokenizer.model import build_tokenizer, learning_health
-from letter8_tokenizer.train import resolve_config
+from letter8_tokenizer.model import learning_health
+from bench_early_stop import trained_model, table  # the same loading and the same table as the early-stop bench
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -29,18 +28,12 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     cat = Path(a.catalog); items = Items(cat/'items.npy', labels=cat/'labels.npy')
-    cfg = resolve_config(override(Config(), json.loads(a.set)), items)
-    ckpt = Checkpointer(a.run).load(required=True)
-    model = build_tokenizer(copy.deepcopy(cfg), items); model.load_state_dict(ckpt.state['model']); model.eval()
+    model, st = trained_model(override(Config(), json.loads(a.set)), items, a.run)
     t = time.perf_counter(); h = learning_health(model, items, sample=None); secs = time.perf_counter() - t
-    n = h.numbers; tr, init, rnd = n['trained'], n['init'], n['random']
-    print(f"{a.run}: epoch {ckpt.state.get('epoch')}, {n['items']:,} items checked; {h.verdict}: {h}\n")
-    print('| metric | trained | init | random | trained - init (paired s.e.) |\n|---|---|---|---|---|')
-    for k in tr:
-        gap = n.get('probe_gap', {}).get(k)
-        print(f"| {k} | {tr[k]:.4g} | {init[k]:.4g} | {rnd.get(k, float('nan')):.4g} | " + (f"{gap['delta']:+.4f} ± {gap['se']:.4f} |" if gap else '|'))
+    print(f"{a.run}: epoch {st.get('epoch')}, {h.numbers['items']:,} items checked; {h.verdict}: {h}")
+    table(h.numbers)
     out = dict(command='python bench/score_run.py ' + shlex.join([a.run, '--catalog', a.catalog, '--set', a.set, '--threads', str(a.threads)]),
-               run=str(Path(a.run).resolve()), catalog=str(cat), config_overrides=json.loads(a.set), epoch=ckpt.state.get('epoch'),
+               run=str(Path(a.run).resolve()), catalog=str(cat), config_overrides=json.loads(a.set), epoch=st.get('epoch'),
                threads=a.threads, platform=platform.platform(), torch=torch.__version__, health_s=secs, health=h.to_dict())
     Path(a.out).parent.mkdir(parents=True, exist_ok=True); Path(a.out).write_text(json.dumps(out, indent=1, default=float))
     print(f'\nwrote {a.out}')
