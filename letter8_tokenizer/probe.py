@@ -376,6 +376,27 @@ def _group(row): return 'probes' if row['statistic'].startswith('probe') else 'n
 
 def _status(gain, margin): return 'better' if gain > margin else 'worse' if gain < -margin else 'level'
 
+def _gain(row, base): return (row['trained'] - row[base]) * (1 if row['better'] == 'higher' else -1)
+
+def _row_status(row:dict, # a comparison row
+                base:str, # 'init' or 'random'
+                margins:dict, # per group ('probes', 'neighbours') the tie margin; a probe margin of None: the row's two paired s.e.
+               ) -> str:
+    "'better', 'level' or 'worse' for a deciding row against `base`, else ''."
+    if not row.get('decides') or row.get(base) is None or row.get('trained') is None: return ''
+    margin, se = margins[_group(row)], row.get(f'se_{base}')
+    if margin is None: margin = 2 * se if se is not None else 0.02
+    return _status(_gain(row, base), margin)
+
+def _group_status(rows, base, margins):
+    "Per deciding group: 'worse' when any row is, else 'better' when any is, else 'level'."
+    out = {}
+    for r in rows:
+        if s := _row_status(r, base, margins): out.setdefault(_group(r), []).append(s)
+    return {g: 'worse' if 'worse' in s else 'better' if 'better' in s else 'level' for g, s in out.items()}
+
+
+# %% ../nbs/07_probe.ipynb #a9beeac9
 def gains(rows:list, # comparison rows: `statistic`, `better`, `decides`, `trained`, `init`, `random`
           base:str, # the baseline: 'init' or 'random'
          ) -> dict:
@@ -383,13 +404,17 @@ def gains(rows:list, # comparison rows: `statistic`, `better`, `decides`, `train
     out = {}
     for r in rows:
         if not r.get('decides') or r.get(base) is None or r.get('trained') is None: continue
-        out.setdefault(_group(r), []).append((r['trained'] - r[base]) * (1 if r['better'] == 'higher' else -1))
+        out.setdefault(_group(r), []).append(_gain(r, base))
     return {g: float(np.mean(v)) for g, v in out.items()}
 
 def _numbers(rows, base):
     "The deciding numbers in words: the trained codes' next to `base`'s."
     said, pr = [], [r for r in rows if r.get('decides') and _group(r) == 'probes' and r.get(base) is not None]
-    if pr: said.append(f"mean depth-1/2 probe accuracy {np.mean([r['trained'] for r in pr]):.3f} against {np.mean([r[base] for r in pr]):.3f}")
+    if pr:
+        gap = [_gain(r, base) for r in pr]
+        se = [r[f'se_{base}'] for r in pr if r.get(f'se_{base}') is not None]
+        said.append(f"mean depth-1/2 probe accuracy {np.mean([r['trained'] for r in pr]):.3f} against {np.mean([r[base] for r in pr]):.3f} "
+                    f"(gaps {min(gap):+.3f} to {max(gap):+.3f}" + (f", paired s.e. up to {max(se):.3f})" if se else ')'))
     nb = [r for r in rows if r.get('decides') and _group(r) == 'neighbours' and r.get(base) is not None]
     if nb: said.append(f"neighbour ratio at letter a {nb[0]['trained']:.3f} against {nb[0][base]:.3f} (lower is better)")
     return ' and '.join(said) or 'nothing to compare (no labels, and no two items share letter a)'
@@ -421,14 +446,14 @@ def judge(rows:list, # comparison rows (see `gains`)
           latent_spread:float|None=None, # `relative_spread` of the encoder's latents; None: not checked
           ids=None, # items per distinct full-depth ID (`np.bincount` of `prefix_ids(codes)[:, -1]`); None: not checked
           capacity:float=math.inf, # distinct IDs the level sizes allow
-          probe_margin:float=0.02, # probe gains within +-this are ties
+          probe_margin:float|None=None, # probe gains within +-this are ties; None: within two paired s.e. of each row (0.02 without)
           ratio_margin:float=0.02, # neighbour-ratio gains within +-this are ties
           min_spread:float=0.01, # latents spreading less than this have collapsed
          ) -> dict:
     "`verdict` (one of `VERDICTS`), `message` and `advice` in words, and the `gains` and `status` per baseline behind them."
     margin = dict(probes=probe_margin, neighbours=ratio_margin)
     g = {b: gains(rows, b) for b in ('init', 'random')}
-    status = {b: {k: _status(v, margin[k]) for k, v in g[b].items()} for b in g}
+    status = {b: _group_status(rows, b, margin) for b in g}
     why = _collapse(latent_spread, min_spread, ids, capacity)
     if why: verdict = 'collapsed'
     elif not g['init'] and not g['random']:
@@ -439,7 +464,7 @@ def judge(rows:list, # comparison rows (see `gains`)
         verdict, why = 'no better than init', f"the codes are no better than their init, RQ-KMeans (residual_init) on the raw embeddings: {_numbers(rows, 'init')}"
     else:
         verdict = 'ok'
-        why = f"the codes beat random codes ({_numbers(rows, 'random')})" + (f" and their init ({_numbers(rows, 'init')})" if status['init'] else ' (no init codes compared)')
+        why = f"the codes beat random codes: {_numbers(rows, 'random')}" + (f"; and their init: {_numbers(rows, 'init')}" if status['init'] else '; no init codes compared')
     return dict(verdict=verdict, message=why, advice=_ADVICE[verdict], gains=g, status=status, margins=margin,
                 latent_spread=latent_spread, min_spread=min_spread)
 
@@ -530,15 +555,21 @@ def _init_codes(init_codes, compare_init, codes, sizes, fixed, emb, seed):
     return init.codes, f"residual_init on emb, level sizes {'/'.join(map(str, sorted(set(sizes))))}, seed {seed}", sizes
 
 # %% ../nbs/07_probe.ipynb #cca0c175
+def _probe_row(name, d, correct):
+    "One probe row: the accuracies at depth `d + 1`, and the paired gap's standard error against each baseline."
+    row = dict(label=name, depth=d + 1, prefix=LETTERS[:d+1], accuracy=float(correct['trained'][d].mean()))
+    for k in ('init', 'random'):
+        if k in correct: row[k], row[f'se_{k}'] = float(correct[k][d].mean()), paired_gap(correct['trained'][d], correct[k][d])['se']
+    return row
+
 def _label_probes(sets, labels, emb, names, seed, test_share, alpha, raw):
-    "Probe rows (trained `accuracy`, `init`, `random`) per label and depth, and the baselines per label."
+    "Probe rows (trained `accuracy`, `init`, `random`, paired s.e.) per label and depth, every item tested (5-fold); the baselines per label."
     train, test = split_items(len(labels), test_share, seed)
     probes, baselines = [], []
     for j, name in enumerate(names):
         y = labels[:, j]
-        acc = {k: prefix_probe(c, y, train, test, alpha) for k, c in sets.items() if c is not None}
-        probes += [dict(label=name, depth=d + 1, prefix=LETTERS[:d+1], accuracy=a, **{k: acc[k][d] for k in ('init', 'random') if k in acc})
-                   for d, a in enumerate(acc['trained'])]
+        correct = {k: prefix_probe_cv(c, y, folds=5, seed=seed, alpha=alpha) for k, c in sets.items() if c is not None}
+        probes += [_probe_row(name, d, correct) for d in range(len(correct['trained']))]
         baselines.append(dict(label=name, classes=int(len(np.unique(y))), chance=majority_accuracy(y, train, test),
                               raw=embedding_probe(emb, y, train, test, seed=seed) if raw else float('nan')))
     return probes, baselines
@@ -569,10 +600,12 @@ def compare_codes(report:ProbeReport, # with `probes` (init, random) and `neighb
                  ) -> list[dict]:
     "The trained-vs-init-vs-random table: the probes at depths 1-2 and the neighbour ratio at depth 1 decide, the rest informs."
     rows = []
-    def add(stat, at, better, vals, decides=False):
-        rows.append(dict(statistic=stat, at=at, better=better, decides=decides, **{k: _num(vals.get(k)) for k in ('trained', 'init', 'random')}))
+    def add(stat, at, better, vals, decides=False, **se):
+        rows.append(dict(statistic=stat, at=at, better=better, decides=decides, **{k: _num(vals.get(k)) for k in ('trained', 'init', 'random')},
+                         **{k: _num(v) for k, v in se.items() if v is not None}))
     for p in report.probes or []:
-        if p['depth'] <= 2: add(f"probe {p['label']}", p['prefix'], 'higher', dict(trained=p['accuracy'], init=p.get('init'), random=p.get('random')), True)
+        if p['depth'] <= 2: add(f"probe {p['label']}", p['prefix'], 'higher', dict(trained=p['accuracy'], init=p.get('init'), random=p.get('random')), True,
+                                se_init=p.get('se_init'), se_random=p.get('se_random'))
     nb = report.neighbours[0]
     add('neighbour ratio', 'a', 'lower', dict(trained=nb['ratio'], init=nb.get('init'), random=nb.get('random')), True)
     summ = {k: _summary(c, report.meta['level_sizes']) for k, c in sets.items() if c is not None}
@@ -588,7 +621,6 @@ def compare_codes(report:ProbeReport, # with `probes` (init, random) and `neighb
 def _assess(report, sets, emb, tokenizer_mse, latent_spread, ids, probe_margin, ratio_margin, min_spread):
     "Fill in `report`'s comparison table and verdict."
     report.comparison, m = compare_codes(report, sets, emb, tokenizer_mse), report.meta
-    if probe_margin is None: probe_margin = 1 / math.sqrt(len(split_items(m['items'], m['test_share'], m['seed'])[1]))
     report.judgement = judge(report.comparison, latent_spread, ids, math.prod(m['level_sizes']), probe_margin, ratio_margin, min_spread)
     report.verdict = report.judgement['verdict']
     return report
@@ -632,7 +664,7 @@ def probe(codes, # [n, L] integer codes, one row per item
           seed:int=0, # seeds the split, the init, the random-code baseline and the sampled pairs
           label_names:list|None=None, # one name per label level; default `label0`, `label1`, ...
           decode:Callable|None=None, # optional decode(z, depth) -> item space, for `item_mse`/`item_explained`
-          test_share:float=0.2, # share of items held out by the probes
+          test_share:float=0.2, # share of items held out by the chance and raw-embedding baselines (the code probes test every item, 5-fold)
           alpha:float=0.1, # smoothing of the prefix probes
           pairs:int=20_000, # pairs drawn per depth by `neighbour_ratio`
           raw_probe:bool=True, # also fit the (slower) logistic regression on the raw embeddings
@@ -641,7 +673,7 @@ def probe(codes, # [n, L] integer codes, one row per item
           recon=None, # the tokenizer's reconstruction of `emb`: an [n, dim] array, or recon(codes [m, L]) -> [m, dim]
           latent_spread:float|None=None, # `relative_spread` of the encoder's latents; None: from `latents` when given
           min_spread:float=0.01, # a latent spread below this reads 'collapsed'
-          probe_margin:float|None=None, # probe gains within +-this are ties; None: 1/sqrt(held-out items)
+          probe_margin:float|None=None, # probe gains within +-this are ties; None: within two standard errors of each probe's paired gap
           ratio_margin:float=0.02, # neighbour-ratio gains within +-this are ties
          ) -> ProbeReport:
     "Probe what each letter of `codes` learned, against the init codes and random codes: usage, collisions, reconstruction, probes, neighbourhoods, verdict."
@@ -885,11 +917,7 @@ def explore(self:ProbeReport,
     return HTML(items_html(rows, f"level {LETTERS[level]}, code {code}: {int((self.data['codes'][:, level] == code).sum())} items"))
 
 # %% ../nbs/07_probe.ipynb #42dd93a2
-def _row_status(row, base, margins):
-    "'better', 'level' or 'worse' for a deciding row against `base`, else ''."
-    if not row['decides'] or row[base] is None or row['trained'] is None: return ''
-    gain = (row['trained'] - row[base]) * (1 if row['better'] == 'higher' else -1)
-    return _status(gain, margins[_group(row)])
+def _margin_words(m): return 'two paired standard errors' if m is None else f'{m:.3f}'
 
 def _verdict_html(report):
     "The verdict box and the trained / init / random table, coloured: the top of the page."
@@ -908,7 +936,7 @@ def _verdict_html(report):
             f'<div style="font-size:1.4em;font-weight:700;color:{fg}">{_esc(report.verdict)}</div><p>{_esc(j["message"][:1].upper() + j["message"][1:])}.</p>'
             + (f'<p>{_esc(j["advice"])}</p>' if j['advice'] else '') + '</div>'
             f'<table class="comparison"><caption>Trained codes against their init (RQ-KMeans) and random codes, same items, same run. '
-            f'Bold rows decide the verdict; ties within {j["margins"]["probes"]:.3f} (probes) and {j["margins"]["neighbours"]:.3f} (neighbour ratio).</caption>'
+            f'Bold rows decide the verdict; ties within {_margin_words(j["margins"]["probes"])} (probes) and {j["margins"]["neighbours"]:.3f} (neighbour ratio).</caption>'
             f'{head}{body}</table>')
 
 # %% ../nbs/07_probe.ipynb #339b1def
