@@ -14,6 +14,9 @@
   # balanced refits (the default since), all 82,115 synsets, 50 epochs (bench/results/learning_full_balanced.json):
   python bench/bench_learning.py --catalog /work/cache/wordnet-full --threads 1 --inputs as-is --epochs 50 \
       --set '{"model.precision": "bfloat16"}' --tag _bfloat16_e50_balanced --out bench/results/learning_full_balanced.json
+  # balanced refits, standardised inputs, WordNet 20k, the default's 200 epochs (bench/results/learning_standardised_200.json):
+  python bench/bench_learning.py --catalog /work/cache/wordnet-20k --threads 2 --inputs standardised --epochs 200 --no-health \
+      --set '{"model.precision": "bfloat16"}' --tag _bfloat16_e200_balanced --out bench/results/learning_standardised_200.json
   # the old defaults: --set '{"model.activation": "relu", "optim.lr": 3e-4}'
   # do the gains hold on items neither was fit on? 20% held out of the tokenizer's training and of the init's fit:
   python bench/bench_learning.py --catalog /work/cache/wordnet-20k --threads 1 --inputs as-is --epochs 80 --no-health --holdout 0.2 \
