@@ -790,6 +790,7 @@ TRY_MEMORISED = ("Try: fewer epochs (on WordNet 20k the gain on unseen items pea
 def _verdict(n:dict # the numbers of `learning_health`
             ) -> tuple[str, str]:
     "The verdict and its message from the numbers."
+    from letter8_tokenizer.probe import paired_status
     t, i, r = n['trained'], n['init'], n['random']
     probes = [k for k in t if k.startswith('probe')]
     if n['latent_spread'] < 0.01 or t['neighbour_d1'] > 0.98 * r['neighbour_d1']:
@@ -798,7 +799,7 @@ def _verdict(n:dict # the numbers of `learning_health`
                              f"as random pairs; random codes: {r['neighbour_d1']:.2f}). " + TRY_COLLAPSED)
     gaps = n.get('probe_gap', {})
     worse = (['reconstruction'] if t['mse'] > i['mse'] else []) + (['neighbours'] if t['neighbour_d1'] > i['neighbour_d1'] else []) + \
-            [f"{k} {g['delta']:+.3f} ± {g['se']:.3f}" for k, g in gaps.items() if g['delta'] < -2 * g['se']]  # significantly below
+            [f"{k} {g['delta']:+.3f} ± {g['se']:.3f}" for k, g in gaps.items() if paired_status(g['delta'], g['se']) == 'worse']
     summary = (f"reconstruction MSE {t['mse']:.3g} of the items it trained on ({t['mse'] / i['mse']:.2f}x the init's, {n['recon_rel']:.0%} of the item variance), "
                f"neighbour ratio at depth 1 {t['neighbour_d1']:.3f} (init {i['neighbour_d1']:.3f}, random {r['neighbour_d1']:.3f})")
     if gaps:

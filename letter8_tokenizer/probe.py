@@ -7,9 +7,10 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/probe.html.md"""
 # %% auto #0
 __all__ = ['VERDICTS', 'PANELS', 'check_rows', 'perplexity', 'code_usage', 'prefix_ids', 'collisions', 'collision_buckets',
            'check_codebooks', 'reconstruction', 'split_items', 'shuffle_codes', 'prefix_features', 'prefix_predict',
-           'prefix_probe', 'majority_accuracy', 'prefix_probe_cv', 'paired_gap', 'embedding_probe', 'neighbour_ratio',
-           'relative_spread', 'item_variance', 'mean_reconstruction_mse', 'item_mse', 'gains', 'judge', 'ProbeReport',
-           'compare_codes', 'probe', 'compare', 'InlineFigure', 'nearest', 'code_items', 'items_html', 'write_report']
+           'prefix_probe', 'majority_accuracy', 'prefix_probe_cv', 'paired_gap', 'paired_status', 'embedding_probe',
+           'neighbour_ratio', 'relative_spread', 'item_variance', 'mean_reconstruction_mse', 'item_mse', 'gains',
+           'judge', 'ProbeReport', 'compare_codes', 'probe', 'compare', 'InlineFigure', 'nearest', 'code_items',
+           'items_html', 'write_report']
 
 # %% ../nbs/07_probe.ipynb #5ec1f014
 import base64, html, io, json, math, time, warnings
@@ -265,6 +266,13 @@ def paired_gap(correct_a:np.ndarray, # [n] per-item correctness of table a (e.g.
     d = np.asarray(correct_a, np.float64) - np.asarray(correct_b, np.float64)
     return dict(delta=float(d.mean()), se=float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else float('nan'))
 
+def paired_status(delta:float, # a gain, positive when table a is better (e.g. `paired_gap`'s delta)
+                  se:float, # its paired standard error
+                  z:float=2.0, # how many standard errors make a difference
+                 ) -> str:
+    "'better' or 'worse' when `delta` lies more than `z` paired standard errors from 0, else 'level': the one rule `learning_health` and `judge` apply."
+    return 'better' if delta > z * se else 'worse' if delta < -z * se else 'level'
+
 # %% ../nbs/07_probe.ipynb #63768de8
 def embedding_probe(x, # [n, dim] embeddings (a memmap is fine: only sampled rows are read)
                     y, # [n] integer labels
@@ -374,8 +382,6 @@ VERDICTS = ('ok', 'no better than init', 'no better than random', 'collapsed')
 
 def _group(row): return 'probes' if row['statistic'].startswith('probe') else 'neighbours'
 
-def _status(gain, margin): return 'better' if gain > margin else 'worse' if gain < -margin else 'level'
-
 def _gain(row, base): return (row['trained'] - row[base]) * (1 if row['better'] == 'higher' else -1)
 
 def _row_status(row:dict, # a comparison row
@@ -385,8 +391,8 @@ def _row_status(row:dict, # a comparison row
     "'better', 'level' or 'worse' for a deciding row against `base`, else ''."
     if not row.get('decides') or row.get(base) is None or row.get('trained') is None: return ''
     margin, se = margins[_group(row)], row.get(f'se_{base}')
-    if margin is None: margin = 2 * se if se is not None else 0.02
-    return _status(_gain(row, base), margin)
+    if margin is None and se is not None: return paired_status(_gain(row, base), se)
+    return paired_status(_gain(row, base), 0.02 if margin is None else margin, z=1)  # a fixed margin: ties within +-margin
 
 def _group_status(rows, base, margins):
     "Per deciding group: 'worse' when any row is, else 'better' when any is, else 'level'."
