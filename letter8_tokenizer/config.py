@@ -68,6 +68,7 @@ class OptimConfig:
     "Optimiser and length of the run."
     lr: float = 1e-3 # AdamW learning rate, as LETTER's (3e-4 learns 3x slower, 3e-3 worse; model page)
     weight_decay: float = 1e-4 # AdamW weight decay
+    encoder_lr_scale: float = 1.0 # the encoder's (MLP and linear path) learning rate as a multiple of `lr`; 0 freezes it at the input's principal projection (WordNet 20k: 0.1 kept the probes the init's at 0.69x its error; model page)
     batch_size: int = 1024 # items per step
     epochs: int = 200 # passes over the catalog (WordNet 20k, 8 x 256: 0.66x the init's reconstruction error at 200 with balanced refits, 0.80x with nearest-code ones; more items need more; model page)
     grad_clip: float|None = None # clip the gradient norm to this, when set
@@ -162,7 +163,7 @@ RANGES = {'model.in_dim': _num(1, none=True), 'model.e_dim': _num(1, none=True),
           'loss.recon': _WEIGHT, 'loss.codebook': _WEIGHT, 'loss.commitment': _WEIGHT, 'loss.cf': _WEIGHT, 'loss.diversity': _WEIGHT,
           'loss.cf_temperature': _num(0, lo_open=True), 'loss.diversity_temperature': _num(0, lo_open=True),
           'loss.diversity_groups': _POS, 'loss.diversity_refresh_epochs': _POS,
-          'optim.lr': _num(0, lo_open=True), 'optim.weight_decay': _NONNEG, 'optim.batch_size': _POS, 'optim.epochs': _POS,
+          'optim.lr': _num(0, lo_open=True), 'optim.weight_decay': _NONNEG, 'optim.encoder_lr_scale': _NONNEG, 'optim.batch_size': _POS, 'optim.epochs': _POS,
           'optim.grad_clip': _num(0, lo_open=True, none=True),
           'data.chunk_rows': _POS, 'data.mix': _POS, 'data.holdout': _num(0, 0.5), 'optim.patience': _num(1, none=True),
           'schedule.save_every_minutes': _num(0, lo_open=True), 'schedule.save_every_steps': _num(1, none=True),

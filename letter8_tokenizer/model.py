@@ -9,9 +9,9 @@ __all__ = ['ACTIVATION_LAYERS', 'TRY_COLLAPSED', 'TRY_INIT', 'TRY_MEMORISED', 'm
            'QuantizerLevel', 'latent_dim', 'Letter8', 'cf_alignment_loss', 'group_partner', 'diversity_loss',
            'compute_losses', 'build_tokenizer', 'model_device', 'as_input', 'encode_latents', 'fit_normaliser',
            'sample_rows', 'init_codebooks', 'canonical_labels', 'bounded_labels', 'balanced_groups', 'refresh_groups',
-           'make_optimizer', 'StepModule', 'learning_signals', 'train_step', 'lloyd_step', 'balanced_lloyd_step',
-           'refit_codebooks', 'encode_devices', 'encode', 'decode', 'reconstruction_mse', 'save_tokenizer',
-           'load_tokenizer', 'probe_gaps', 'code_metrics', 'Health', 'learning_health']
+           'param_groups', 'make_optimizer', 'StepModule', 'learning_signals', 'train_step', 'lloyd_step',
+           'balanced_lloyd_step', 'refit_codebooks', 'encode_devices', 'encode', 'decode', 'reconstruction_mse',
+           'save_tokenizer', 'load_tokenizer', 'probe_gaps', 'code_metrics', 'Health', 'learning_health']
 
 # %% ../nbs/03_model.ipynb #938ab096
 import math, json, copy, os, secrets, shutil, tempfile
@@ -491,12 +491,20 @@ def refresh_groups(model:Letter8 # the tokenizer; its `groups` are replaced
         model.groups[l] = torch.as_tensor(balanced_groups(C, g, seed=model.cfg.seed + l), device=lvl.codebook.device) if g > 1 else None
 
 # %% ../nbs/03_model.ipynb #e129682c
+def param_groups(model:Letter8 # the tokenizer
+                ) -> list:
+    "AdamW parameter groups of the trainable parameters: one, or with `optim.encoder_lr_scale` != 1 the encoder's (MLP and linear path) at that multiple of `optim.lr`, then the rest."
+    o, params = model.cfg.optim, [p for p in model.parameters() if p.requires_grad]
+    if o.encoder_lr_scale == 1: return [dict(params=params)]
+    enc = {id(p) for m in (model.encoder, model.enc_skip) if m is not None for p in m.parameters()}
+    return [dict(params=[p for p in params if id(p) in enc], lr=o.lr * o.encoder_lr_scale), dict(params=[p for p in params if id(p) not in enc])]
+
 def make_optimizer(model:Letter8 # the tokenizer, already on its device
                   ) -> torch.optim.Optimizer:
-    "AdamW over the trainable parameters, as the config says: torch's fused kernel (one pass over the weights) where the device has it."
-    o, params = model.cfg.optim, [p for p in model.parameters() if p.requires_grad]
-    try: return torch.optim.AdamW(params, lr=o.lr, weight_decay=o.weight_decay, fused=True)
-    except (RuntimeError, TypeError): return torch.optim.AdamW(params, lr=o.lr, weight_decay=o.weight_decay)  # e.g. torch < 2.4 on a CPU
+    "AdamW over `param_groups`, as the config says: torch's fused kernel (one pass over the weights) where the device has it."
+    o, groups = model.cfg.optim, param_groups(model)
+    try: return torch.optim.AdamW(groups, lr=o.lr, weight_decay=o.weight_decay, fused=True)
+    except (RuntimeError, TypeError): return torch.optim.AdamW(groups, lr=o.lr, weight_decay=o.weight_decay)  # e.g. torch < 2.4 on a CPU
 
 # %% ../nbs/03_model.ipynb #ae0cc356
 class StepModule(nn.Module):
@@ -783,7 +791,7 @@ class Health:
 # %% ../nbs/03_model.ipynb #5a2826b8
 TRY_COLLAPSED = ("Try: keep model.normalize and model.skip on (the defaults), a lower optim.lr, a smaller loss.commitment; "
                  "check that the item embeddings differ from each other.")
-TRY_INIT = "Try: more epochs, a lower optim.lr; or use the init codes (`residual_init` on the embeddings) as they are."
+TRY_INIT = "Try: more epochs, a lower optim.lr, or (without CF embeddings) optim.encoder_lr_scale 0.1; or use the init codes (`residual_init` on the embeddings) as they are."
 TRY_MEMORISED = ("Try: fewer epochs (on WordNet 20k the gain on unseen items peaked early and was gone by epoch 80; model page), "
                  "or use the init codes (`residual_init` on the embeddings) as they are.")
 

@@ -1,0 +1,78 @@
+"""How far apart are two RQ-KMeans inits? The seed-to-seed spread of `residual_init` on the probes, next to trained runs' gaps.
+
+  python bench/bench_init_seeds.py                                   # WordNet 20k, seeds 1-4 against seed 0, one thread
+  python bench/bench_init_seeds.py --seeds 8 --runs bench/results/rescore_balanced_200.json   # runs scored on every item, no holdout
+
+`learning_health` judges a trained tokenizer against one init, `residual_init` with the run's seed, on the paired
+rule: a probe is worse when its gap to that init lies more than two paired standard errors below 0. The paired
+standard error is the noise of the items, for two fixed code tables; it leaves out how much the table itself would
+differ had the k-means drawn another seed. This bench fits `residual_init` on the catalog's raw embeddings (8 x 256,
+every item) with seed 0, the reference `learning_health` uses, and with seeds 1..N-1, and scores each later seed
+against seed 0 exactly as `learning_health` scores a trained run: `probe_gaps` (every item tested once, 5-fold, paired),
+the paired rule (`paired_status`), reconstruction MSE, neighbour ratio at depth 1 and collisions. With --runs, the
+probe gaps recorded in those runs' health (`health.numbers.probe_gap`, trained against the same seed-0 init on the
+same items; a run with data.holdout was scored against an init of its training rows instead, so leave it out) are
+printed beside them. Writes bench/results/init_seeds.json (or --out).
+"""
+import argparse, json, platform, sys, time
+from pathlib import Path
+import numpy as np, torch
+from letter8_tokenizer.data import Items, wordnet_catalog
+from letter8_tokenizer.kmeans import residual_init
+from letter8_tokenizer.model import probe_gaps, code_metrics
+from letter8_tokenizer.probe import paired_status
+
+def init_row(x, y, ref, seed, levels, k):
+    "`residual_init` with `seed`, scored against the reference init's codes as `learning_health` scores a trained run."
+    t0 = time.perf_counter()
+    init = residual_init(x, levels=levels, k=k, seed=seed)
+    gaps = probe_gaps(init.codes, ref.codes, y, 0)
+    m = code_metrics(init.codes, x, [k] * levels, None, float(((init.decode(init.codes) - x) ** 2).mean()), 0)
+    return dict(seed=seed, fit_s=round(time.perf_counter() - t0, 1), mse=m['mse'], neighbour_d1=m['neighbour_d1'], collide=m['collide'],
+                probe_gap=gaps, worse=[p for p, g in gaps.items() if paired_status(g['delta'], g['se']) == 'worse'])
+
+def fmt(gaps): return ' | '.join(f"{g['delta']:+.4f} ± {g['se']:.4f}" for g in gaps.values())
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--catalog', default='/work/cache/wordnet-20k', help='a WordNet catalog folder (bench/build_wordnet.py), built when missing')
+    ap.add_argument('--n', type=int, default=20000, help='synsets when the catalog must be built (0: all)')
+    ap.add_argument('--seeds', type=int, default=5, help='inits: seed 0 (the reference) and seeds 1 .. N-1')
+    ap.add_argument('--levels', type=int, default=8); ap.add_argument('--k', type=int, default=256)
+    ap.add_argument('--threads', type=int, default=1, help='torch threads (faiss uses its own)')
+    ap.add_argument('--runs', nargs='*', default=[], help='bench JSONs with a health.numbers.probe_gap, printed beside the seeds')
+    ap.add_argument('--out', default='bench/results/init_seeds.json')
+    a = ap.parse_args()
+    if a.seeds < 2: sys.exit(f"--seeds {a.seeds}: at least 2 are needed (seed 0 and one to compare with it).")
+    torch.set_num_threads(a.threads)
+    cat = Path(a.catalog)
+    items = Items(cat/'items.npy', labels=cat/'labels.npy') if (cat/'items.npy').exists() else wordnet_catalog(cat, n_items=a.n or None)
+    x, y = np.asarray(items.emb, np.float32), np.asarray(items.labels).reshape(len(items), -1)
+    ref = residual_init(x, levels=a.levels, k=a.k, seed=0)
+    ref_m = code_metrics(ref.codes, x, [a.k] * a.levels, None, float(((ref.decode(ref.codes) - x) ** 2).mean()), 0)
+    rows = [init_row(x, y, ref, s, a.levels, a.k) for s in range(1, a.seeds)]
+    runs = [dict(run=f, probe_gap=json.loads(Path(f).read_text())['health']['numbers']['probe_gap']) for f in a.runs]
+    names = list(rows[0]['probe_gap'])
+    print(f"\n{len(items):,} items, {a.levels} x {a.k}; every gap is against residual_init seed 0 (recon MSE {ref_m['mse']:.4g}, "
+          f"neighbour d1 {ref_m['neighbour_d1']:.4f}, collisions {ref_m['collide']:.5f}), paired s.e. after ±\n")
+    print('| codes | ' + ' | '.join(names) + ' | rows 2 s.e. below | recon / seed 0 | neighbour d1 | collisions |')
+    print('|---|' + '---|' * (len(names) + 4))
+    for r in rows:
+        print(f"| residual_init seed {r['seed']} | {fmt(r['probe_gap'])} | {len(r['worse'])} | {r['mse'] / ref_m['mse']:.4f} | {r['neighbour_d1']:.4f} | {r['collide']:.5f} |")
+    for r in runs:
+        worse = sum(paired_status(g['delta'], g['se']) == 'worse' for g in r['probe_gap'].values())
+        print(f"| {Path(r['run']).stem} (trained) | {fmt(r['probe_gap'])} | {worse} | | | |")
+    spread = {p: dict(min=min(r['probe_gap'][p]['delta'] for r in rows), max=max(r['probe_gap'][p]['delta'] for r in rows),
+                      sd=float(np.std([r['probe_gap'][p]['delta'] for r in rows], ddof=1)) if len(rows) > 1 else float('nan')) for p in names}
+    flagged = sum(bool(r['worse']) for r in rows)
+    print(f"\n{flagged} of {len(rows)} inits of another seed have a probe more than 2 paired s.e. below seed 0's; "
+          f"per probe, the seeds' gaps span {min(s['min'] for s in spread.values()):+.4f} to {max(s['max'] for s in spread.values()):+.4f}")
+    out = dict(command=' '.join(sys.argv), catalog=str(cat), items=len(items), levels=a.levels, k=a.k, threads=a.threads,
+               platform=platform.processor() or platform.machine(), torch=torch.__version__,
+               reference=dict(seed=0, mse=ref_m['mse'], neighbour_d1=ref_m['neighbour_d1'], collide=ref_m['collide']),
+               seeds=rows, spread=spread, flagged=flagged, runs=runs)
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(out, indent=1, default=float))
+    print(f"wrote {a.out}")
+
+if __name__ == '__main__': main()
