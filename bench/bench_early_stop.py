@@ -11,7 +11,8 @@ batches, of the init's sample and of the refits; after each epoch the task score
 best epoch's weights. Then `learning_health` (which finds the run's held-out rows itself) scores, in the same
 run, the trained codes against `residual_init` (RQ-KMeans fit on the training rows) and random codes (the trained
 codes permuted per level) on every training item (--health-sample: a seeded sample), each probe testing every
-item once (5-fold) with the trained codes' gap to the init's paired item by item, and rebuilds the held-out items
+item once (5-fold) with the trained codes' gap to the init's paired item by item (and to the mean of three inits of
+seeds 0-2, the verdict's rule: `init_gaps`), and rebuilds the held-out items
 with the tokenizer and with the init. Prints the per-epoch held-out curve and a table of ratios; writes bench/results/early_stop.json (or --out).
 """
 import argparse, json, platform, sys, tempfile, time
@@ -45,13 +46,14 @@ def table(h):
     "Trained codes against the init's and random codes, training items and held-out items."
     t, i, r, held = h['trained'], h['init'], h['random'], h.get('held_out')
     probes = [k for k in t if k.startswith('probe')]
-    gap = h.get('probe_gap', {})
-    print('\n| measured in the same run | trained | init (residual_init) | random | trained / init | trained - init (paired s.e.) |\n|---|---|---|---|---|---|')
+    gap, inits = h.get('probe_gap', {}), h.get('probe_gap_inits', {})
+    n_inits = len(next(iter(inits.values()))['deltas']) if inits else 0
+    print(f'\n| measured in the same run | trained | init (residual_init) | random | trained / init | trained - init (paired s.e.) | trained - {n_inits} inits\' mean (s.e.) |\n|---|---|---|---|---|---|---|')
     print(f"| reconstruction MSE, {h['items']:,} training items | {t['mse']:.4g} | {i['mse']:.4g} | | {t['mse'] / i['mse']:.3f} |")
     if held: print(f"| reconstruction MSE, {held['items']:,} held-out items | {held['mse']:.4g} | {held['init_mse']:.4g} | | {held['mse'] / held['init_mse']:.3f} |")
     for k in probes + ['neighbour_d1', 'min_used', 'min_perplexity', 'collide']:
-        g = f"{gap[k]['delta']:+.4f} ± {gap[k]['se']:.4f}" if k in gap else ''
-        print(f"| {k} | {t[k]:.4g} | {i[k]:.4g} | {r[k]:.4g} | {t[k] / i[k] if i[k] else float('nan'):.3f} | {g} |")
+        g, m = (f"{d[k]['delta']:+.4f} ± {d[k]['se']:.4f}" if k in d else '' for d in (gap, inits))
+        print(f"| {k} | {t[k]:.4g} | {i[k]:.4g} | {r[k]:.4g} | {t[k] / i[k] if i[k] else float('nan'):.3f} | {g} | {m} |")
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

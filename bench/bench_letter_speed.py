@@ -17,7 +17,10 @@ matrix products in bfloat16 under autocast; weights, codebooks, quantiser and lo
 Measured: seconds per training step (median over rounds, models interleaved A, B, A, B) and, unless
 --no-epoch, one whole epoch each: LETTER's own `Trainer._train_epoch` (which first re-clusters every level's
 codebook with k-means-constrained, n_init=10) against letter8's `refresh_groups` + `train_step` over the
-catalog. Then one letter8 step of each precision is profiled. Prints tables and writes bench/results/letter_speed.json.
+catalog. Then one letter8 step of each precision is profiled. The floor is timed in the same rounds: LETTER's encoder
+and mirror decoder as bare torch.nn layers, forward, MSE and backward only (no quantiser, no losses of its own, no
+optimiser step), in float32 and bfloat16; its speedup over LETTER's step is the most any implementation of this
+architecture could reach on this machine with torch's kernels. Prints tables and writes bench/results/letter_speed.json.
 LETTER imports `wandb` at module level but only logs in commented-out lines; when wandb is not installed an
 empty stand-in module is registered so the import succeeds (nothing else is replaced).
 """
@@ -32,6 +35,7 @@ from letter8_tokenizer.model import build_tokenizer, init_codebooks, make_optimi
 WORDNET = Path('/work/cache/wordnet-20k/items.npy')
 HIDDEN, E_DIM, LEVELS, K, BATCH, DIM = [2048, 1024, 512, 256, 128, 64], 32, 8, 256, 1024, 768
 BF16 = 'letter8 default, bfloat16 MLPs (model.precision)'
+FLOOR = 'floor: the bare MLPs alone, forward + backward, {}'
 
 def load_letter(path):
     "LETTER's RQVAE and Trainer classes, imported from its checkout."
@@ -159,6 +163,18 @@ def optimizer_check(items, l8, x, cf, steps=3):
                                                                                  f"optimiser step alone {v['opt_step_ms']:.1f} ms" for k, v in res.items()))
     return res
 
+def bare_mlps(precision):
+    "LETTER's encoder and its mirror decoder as plain torch.nn layers: `run(x)` does forward, MSE and backward only, the floor of a step."
+    def stack(d): return torch.nn.Sequential(*[m for a, b in zip(d, d[1:]) for m in (torch.nn.Linear(a, b), torch.nn.ReLU())][:-1])
+    dims = [DIM, *HIDDEN, E_DIM]
+    enc, dec = stack(dims), stack(dims[::-1])
+    def run(x):
+        with torch.autocast('cpu', torch.bfloat16, enabled=precision == 'bfloat16'):
+            loss = torch.nn.functional.mse_loss(dec(enc(x)).float(), x)
+        enc.zero_grad(set_to_none=True); dec.zero_grad(set_to_none=True); loss.backward()
+        return float(loss)
+    return run
+
 def uptime():
     return os.getloadavg()
 
@@ -194,7 +210,8 @@ def main():
         runners = {"LETTER (its RQVAE + trainer step)": lambda b: letter_step(lt, trainer, emb[b], b),
                    'letter8 default (EMA codebooks, re-seeding)': lambda b: train_step(l8, l8_opt, emb[b], cf[b]),
                    'letter8 LETTER-like (grad codebooks, no re-seeding)': lambda b: train_step(l8g, l8g_opt, emb[b], cf[b]),
-                   BF16: lambda b: train_step(l8b, l8b_opt, emb[b], cf[b])}
+                   BF16: lambda b: train_step(l8b, l8b_opt, emb[b], cf[b]),
+                   **{FLOOR.format(pr): (lambda b, f=bare_mlps(pr): f(emb[b])) for pr in ('float32', 'bfloat16')}}
         if a.experiments:  # letter8 default with another AdamW implementation (same math; see optimizer_check) or the old Sinkhorn
             def old_sinkhorn(m):
                 for lvl in m.levels:
@@ -226,6 +243,10 @@ def main():
         res['steps'] = rows; res['step_times'] = times
         print(f"\n## training step, batch {BATCH}, {LEVELS}x{K}, {DIM}-d input, LETTER's MLP (median of {a.rounds * a.steps} steps each)\n")
         print(table(rows, ['method', 'median_step_s', 'items_per_s', 'speedup_vs_LETTER']))
+        fl = {r['method']: r for r in rows}
+        print("the floor: LETTER's MLPs alone, forward and backward, no quantiser and no optimiser step, reach "
+              + ', '.join(f"{fl[FLOOR.format(pr)]['speedup_vs_LETTER']}x LETTER's step in {pr}" for pr in ('float32', 'bfloat16'))
+              + f"; letter8's whole step: {fl['letter8 default (EMA codebooks, re-seeding)']['speedup_vs_LETTER']}x and {fl[BF16]['speedup_vs_LETTER']}x")
         print(f"per-epoch regrouping of codes (10 groups per level): LETTER k-means-constrained {res['letter_regroup_s']:.2f}s, "
               f"letter8 balanced_groups {res['letter8_regroup_s']:.3f}s")
         if not a.no_epoch: res['epoch'] = epoch_compare(lt, trainer, {'letter8 default': (l8, l8_opt), 'letter8 bfloat16': (l8b, l8b_opt)}, items)
@@ -234,6 +255,7 @@ def main():
     res['load_after'] = uptime()
     speedup = {r['method']: r['speedup_vs_LETTER'] for r in rows}
     res['goal_5x'] = dict(step_speedup=speedup['letter8 default (EMA codebooks, re-seeding)'], step_speedup_bfloat16=speedup[BF16],
+                          floor_speedup_float32=speedup[FLOOR.format('float32')], floor_speedup_bfloat16=speedup[FLOOR.format('bfloat16')],
                           **({f'epoch_speedup_{k}': v for k, v in res['epoch']['speedup'].items()} if 'epoch' in res else {}))
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(res, indent=1, default=float))

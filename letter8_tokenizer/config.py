@@ -30,7 +30,7 @@ class ModelConfig:
     skip: bool = True # linear paths around encoder and decoder (the input's top principal directions), the MLPs start at zero
     normalize: bool = True # centre the inputs and divide by their RMS spread (fit on the init sample, saved with the weights)
     cf_dim: int|None = None # CF embedding size; None: from the data. A linear map aligns it when it differs from e_dim
-    precision: str = 'float32' # the MLPs' matrix products: 'float32', or 'bfloat16' (autocast; a CPU step of LETTER's network 2.8x-3.0x LETTER's speed with AVX512-BF16, 1.5x in float32; GPUs with bfloat16 run it too, unmeasured); weights, codebooks and losses stay float32
+    precision: str = 'float32' # the MLPs' matrix products: 'float32', or 'bfloat16' (autocast; a CPU step of LETTER's network 2.7x-3.1x LETTER's speed with AVX512-BF16, 1.5x in float32; GPUs with bfloat16 run it too, unmeasured); weights, codebooks and losses stay float32
 
 # %% ../nbs/02_config.ipynb #cd033f1c
 @dataclass
@@ -68,7 +68,7 @@ class OptimConfig:
     "Optimiser and length of the run."
     lr: float = 1e-3 # AdamW learning rate, as LETTER's (3e-4 learns 3x slower, 3e-3 worse; model page)
     weight_decay: float = 1e-4 # AdamW weight decay
-    encoder_lr_scale: float = 1.0 # the encoder's (MLP and linear path) learning rate as a multiple of `lr`; 0 freezes it at the input's principal projection (WordNet 20k: 0.1 kept the probes the init's at 0.69x its error; model page)
+    encoder_lr_scale: float = 1.0 # the encoder's (MLP and linear path) learning rate as a multiple of `lr`; 0 freezes it at the input's principal projection (WordNet 20k: 0.1 kept the probes the init's at 0.69x its error with seed 0, lost up to 0.013 with seed 1; model page)
     batch_size: int = 1024 # items per step
     epochs: int = 200 # passes over the catalog (WordNet 20k, 8 x 256: 0.66x the init's reconstruction error at 200 with balanced refits, 0.80x with nearest-code ones; more items need more; model page)
     grad_clip: float|None = None # clip the gradient norm to this, when set

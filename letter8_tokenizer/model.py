@@ -11,7 +11,7 @@ __all__ = ['ACTIVATION_LAYERS', 'TRY_COLLAPSED', 'TRY_INIT', 'TRY_MEMORISED', 'm
            'sample_rows', 'init_codebooks', 'canonical_labels', 'bounded_labels', 'balanced_groups', 'refresh_groups',
            'param_groups', 'make_optimizer', 'StepModule', 'learning_signals', 'train_step', 'lloyd_step',
            'balanced_lloyd_step', 'refit_codebooks', 'encode_devices', 'encode', 'decode', 'reconstruction_mse',
-           'save_tokenizer', 'load_tokenizer', 'probe_gaps', 'code_metrics', 'Health', 'learning_health']
+           'save_tokenizer', 'load_tokenizer', 'probe_gaps', 'code_metrics', 'init_gaps', 'Health', 'learning_health']
 
 # %% ../nbs/03_model.ipynb #938ab096
 import math, json, copy, os, secrets, shutil, tempfile
@@ -772,13 +772,29 @@ def code_metrics(codes:np.ndarray, # [n, L] codes
     out['collide'] = collisions(codes)[-1]['colliding']
     return out
 
+# %% ../nbs/03_model.ipynb #b55a7d3f
+def init_gaps(codes:np.ndarray, # [n, L] codes
+              refs:list, # [n, L] code tables of the same items, from inits of different seeds
+              labels:np.ndarray, # [n, m] labels, coarse to fine
+              seed:int=0, # fold seed
+             ) -> dict:
+    "Per probe: `codes` against the mean of `refs` (`delta`), with an `se` that holds the items' noise and the inits' spread (`init_sd`); `deltas` has one paired gap per init."
+    if not len(refs): raise ValueError("init_gaps needs at least one init's codes in refs.")
+    per = [probe_gaps(codes, r, labels, seed) for r in refs]
+    out = {}
+    for k in per[0]:
+        d, se = np.array([p[k]['delta'] for p in per]), np.array([p[k]['se'] for p in per])
+        sd = float(d.std(ddof=1)) if len(d) > 1 else 0.0
+        out[k] = dict(delta=float(d.mean()), se=float(np.sqrt((se ** 2).mean() + sd ** 2 * (1 + 1 / len(d)))), init_sd=sd, deltas=d.tolist())
+    return out
+
 # %% ../nbs/03_model.ipynb #d9d4a622
 @dataclass
 class Health:
     "The verdict of `learning_health`: 'ok', 'no better than init' or 'collapsed', in words, with the numbers."
     verdict: str # 'ok', 'no better than init' or 'collapsed'
     message: str # what happened and what to try, in words
-    numbers: dict # latent_spread, recon_rel, `code_metrics` of the trained, init and random codes; with labels, `probe_gap` (trained against init)
+    numbers: dict # latent_spread, recon_rel, `code_metrics` of the trained, init and random codes; with labels, `probe_gap` (trained against init) and `probe_gap_inits` (`init_gaps`)
     @property
     def ok(self) -> bool:
         "True when the verdict is 'ok'."
@@ -791,7 +807,7 @@ class Health:
 # %% ../nbs/03_model.ipynb #5a2826b8
 TRY_COLLAPSED = ("Try: keep model.normalize and model.skip on (the defaults), a lower optim.lr, a smaller loss.commitment; "
                  "check that the item embeddings differ from each other.")
-TRY_INIT = "Try: more epochs, a lower optim.lr, or (without CF embeddings) optim.encoder_lr_scale 0.1; or use the init codes (`residual_init` on the embeddings) as they are."
+TRY_INIT = "Try: more epochs, a lower optim.lr; or use the init codes (`residual_init` on the embeddings) as they are."
 TRY_MEMORISED = ("Try: fewer epochs (on WordNet 20k the gain on unseen items peaked early and was gone by epoch 80; model page), "
                  "or use the init codes (`residual_init` on the embeddings) as they are.")
 
@@ -805,14 +821,15 @@ def _verdict(n:dict # the numbers of `learning_health`
         return 'collapsed', (f"Collapsed: the encoder maps the items to nearly one point (latent spread {n['latent_spread']:.2g} of the inputs'), "
                              f"so the codes say next to nothing about them (items sharing a first letter are {t['neighbour_d1']:.2f} as far apart "
                              f"as random pairs; random codes: {r['neighbour_d1']:.2f}). " + TRY_COLLAPSED)
-    gaps = n.get('probe_gap', {})
+    gaps = n.get('probe_gap_inits') or n.get('probe_gap', {})  # against several inits' mean when measured, else the one init, paired
+    against = f"{len(next(iter(gaps.values()))['deltas'])} inits' mean" if 'probe_gap_inits' in n else "the init's"
     worse = (['reconstruction'] if t['mse'] > i['mse'] else []) + (['neighbours'] if t['neighbour_d1'] > i['neighbour_d1'] else []) + \
             [f"{k} {g['delta']:+.3f} ± {g['se']:.3f}" for k, g in gaps.items() if paired_status(g['delta'], g['se']) == 'worse']
     summary = (f"reconstruction MSE {t['mse']:.3g} of the items it trained on ({t['mse'] / i['mse']:.2f}x the init's, {n['recon_rel']:.0%} of the item variance), "
                f"neighbour ratio at depth 1 {t['neighbour_d1']:.3f} (init {i['neighbour_d1']:.3f}, random {r['neighbour_d1']:.3f})")
     if gaps:
         d = [g['delta'] for g in gaps.values()]
-        summary += (f", probe accuracy {min(d):+.3f} to {max(d):+.3f} against the init's (standard error up to {max(g['se'] for g in gaps.values()):.3f}), "
+        summary += (f", probe accuracy {min(d):+.3f} to {max(d):+.3f} against {against} (standard error up to {max(g['se'] for g in gaps.values()):.3f}), "
                     f"at least {min(t[k] - r[k] for k in probes):+.2f} against random codes")
     if worse and 'reconstruction' not in worse:  # better codes of the same meaning: say both halves
         return 'no better than init', (f"Rebuilds the items better than the training-free init ({t['mse'] / i['mse']:.2f}x its error) but groups "
@@ -826,6 +843,16 @@ def _verdict(n:dict # the numbers of `learning_health`
     return 'ok', f"Learning: {summary}."
 
 # %% ../nbs/03_model.ipynb #b708fe64
+def _health_rows(model, items, sample, held_out, seed):
+    "`(held, rows, fit)`: the run's `data.holdout` rows (None without), the rows checked (a seeded sample of those it trained on), the rows the init is fit on."
+    n, share, rng = len(items), model.cfg.data.holdout, np.random.default_rng([seed, 11])
+    held = held_out_rows(n, share, model.cfg.seed) if share and held_out is None and isinstance(items, Items) else None
+    pool = np.arange(n) if held is None else np.setdiff1d(np.arange(n), held)  # the rows the run trained on
+    rows = pool if sample is None or sample >= len(pool) else np.sort(rng.choice(pool, sample, replace=False))
+    cap = max(len(rows), model.cfg.quantizer.init_sample)
+    fit = pool if len(pool) <= cap else np.union1d(rows, rng.choice(pool, cap - len(rows), replace=False))
+    return held, rows, fit
+
 def _held_out_numbers(model, init, held_out, dim) -> dict:
     "The tokenizer and the init each code and rebuild items neither was fit on, with their own codebooks."
     h = check_points(held_out, 'held_out')
@@ -839,24 +866,22 @@ def learning_health(model:Letter8, # a trained tokenizer
                     labels:np.ndarray|None=None, # [n, m] labels for the probes; None: the catalog's, if any
                     seed:int=0, # sample, init and probe seed
                     held_out:np.ndarray|None=None, # [m, in_dim] items kept out of the tokenizer's training (and of the init's fit): is the gain learned or memorised? None: the run's own `data.holdout` rows, if any
+                    init_seeds:int=3, # inits (seeds `seed`, `seed`+1, ...) the probes are judged against (`init_gaps`); 1: the seed's init alone, paired
                    ) -> Health:
     """Is the tokenizer learning? Latent spread, reconstruction, and trained codes against the init's and random codes.
     The init is fit on the catalog (up to `quantizer.init_sample` items, the checked ones among them), as the tokenizer was:
     an init fit on the checked items alone has far fewer items per code, and would look better than it is. With `held_out`, both
-    code and rebuild those unseen items too, each with its own codebooks (nearest code per level)."""
+    code and rebuild those unseen items too, each with its own codebooks (nearest code per level). The probes are judged
+    against `init_seeds` inits (`init_gaps`), reconstruction and neighbours against the first, the seed's."""
     from letter8_tokenizer.probe import shuffle_codes
-    n, sizes = len(items), [lvl.k for lvl in model.levels]
-    rng, share = np.random.default_rng([seed, 11]), model.cfg.data.holdout
-    held = held_out_rows(n, share, model.cfg.seed) if share and held_out is None and isinstance(items, Items) else None
-    pool = np.arange(n) if held is None else np.setdiff1d(np.arange(n), held)  # the rows the run trained on
-    rows = pool if sample is None or sample >= len(pool) else np.sort(rng.choice(pool, sample, replace=False))
-    cap = max(len(rows), model.cfg.quantizer.init_sample)
-    fit = pool if len(pool) <= cap else np.union1d(rows, rng.choice(pool, cap - len(rows), replace=False))
+    if not (isinstance(init_seeds, (int, np.integer)) and init_seeds >= 1): raise ValueError(f"init_seeds={init_seeds!r}: pass a whole number of inits, at least 1 (1: the seed's init alone).")
+    (n, sizes), (held, rows, fit) = (len(items), [lvl.k for lvl in model.levels]), _health_rows(model, items, sample, held_out, seed)
     take = lambda r: np.asarray(items.take(r).emb if isinstance(items, Items) else np.asarray(items)[r], np.float32)
-    init = residual_init(take(fit), levels=len(sizes), k=sizes, seed=seed)
-    init_codes = init.codes[np.searchsorted(fit, rows)]
-    x = take(rows)
     if labels is None and isinstance(items, Items) and items.labels is not None: labels = np.asarray(items.labels)
+    xf, at = take(fit), np.searchsorted(fit, rows)
+    inits = [residual_init(xf, levels=len(sizes), k=sizes, seed=seed + s) for s in range(init_seeds if labels is not None else 1)]
+    init, init_codes = inits[0], inits[0].codes[at]
+    x = take(rows)
     y = None if labels is None else np.asarray(labels).reshape(n, -1)[rows]
     codes, z, _ = encode(model, x, latents=True)
     xn = model.normalise(torch.as_tensor(x)).numpy()
@@ -867,6 +892,7 @@ def learning_health(model:Letter8, # a trained tokenizer
                    trained=code_metrics(codes, x, sizes, y, mse, seed), init=code_metrics(init_codes, x, sizes, y, init_mse, seed),
                    random=code_metrics(shuffle_codes(codes, seed), x, sizes, y, None, seed))
     if y is not None: numbers['probe_gap'] = probe_gaps(codes, init_codes, y, seed)
+    if y is not None and init_seeds > 1: numbers['probe_gap_inits'] = init_gaps(codes, [i.codes[at] for i in inits], y, seed)
     if held is not None: held_out = items.take(held).emb
     if held_out is not None: numbers['held_out'] = _held_out_numbers(model, init, held_out, x.shape[1])
     return Health(*_verdict(numbers), numbers)
