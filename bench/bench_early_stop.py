@@ -4,6 +4,10 @@
   python bench/bench_early_stop.py --catalog /work/cache/wordnet-full --holdout 0.1
   python bench/bench_early_stop.py --set '{"optim.patience": 10}' --out bench/results/early_stop_p10.json
   python bench/bench_early_stop.py --holdout 0 --patience 0 --threads 2 --out bench/results/learning_balanced_200.json  # the default: no split, 200 epochs
+  # standardised inputs, the default config as it is (float32), kept for rescoring (bench/results/learning_standardised_fp32.json):
+  python bench/bench_early_stop.py --holdout 0 --patience 0 --threads 2 --inputs standardised --keep /work/runs/std --set '{}' \
+      --out bench/results/learning_standardised_fp32.json
+  python bench/score_run.py /work/runs/std/run --catalog /work/runs/std/inputs --out bench/results/rescore_standardised_fp32.json
 
 The run is the product's own path: `train_segment` on the catalog's `.npy` files with `data.holdout` and
 `optim.patience` (the default config otherwise; 8 levels x 256 codes, CPU). The held-out items stay out of the
@@ -13,7 +17,9 @@ run, the trained codes against `residual_init` (RQ-KMeans fit on the training ro
 codes permuted per level) on every training item (--health-sample: a seeded sample), each probe testing every
 item once (5-fold) with the trained codes' gap to the init's paired item by item (and to the mean of three inits of
 seeds 0-2, the verdict's rule: `init_gaps`), and rebuilds the held-out items
-with the tokenizer and with the init. Prints the per-epoch held-out curve and a table of ratios; writes bench/results/early_stop.json (or --out).
+with the tokenizer and with the init. --inputs transforms the catalog's embeddings first (bench_learning's TRANSFORMS: standardised
+per dimension, scaled by 1e-3 or 1e3, L2-normalised again) and trains on that copy; --keep DIR keeps the run (its
+checkpoints, in DIR/run) and that copy (DIR/inputs), so `bench/score_run.py` can score it again later. Prints the per-epoch held-out curve and a table of ratios; writes bench/results/early_stop.json (or --out).
 """
 import argparse, json, platform, sys, tempfile, time
 from pathlib import Path
@@ -24,6 +30,7 @@ from letter8_tokenizer.train import train_segment, resolve_config
 from letter8_tokenizer.model import build_tokenizer, learning_health
 from letter8_tokenizer.loop import read_metrics
 from letter8_tokenizer.checkpoint import Checkpointer
+from bench_learning import TRANSFORMS
 
 def trained_model(cfg, items, workdir):
     "The tokenizer of the run's last committed checkpoint (the best epoch's weights), and that checkpoint's state."
@@ -55,6 +62,14 @@ def table(h):
         g, m = (f"{d[k]['delta']:+.4f} ± {d[k]['se']:.4f}" if k in d else '' for d in (gap, inits))
         print(f"| {k} | {t[k]:.4g} | {i[k]:.4g} | {r[k]:.4g} | {t[k] / i[k] if i[k] else float('nan'):.3f} | {g} | {m} |")
 
+def transformed(items, name, folder):
+    "The catalog with `TRANSFORMS[name]` applied to its embeddings, as `.npy` files in `folder` (the catalog itself when `name` is 'as-is')."
+    if name == 'as-is': return items
+    folder.mkdir(parents=True, exist_ok=True)
+    x = np.ascontiguousarray(TRANSFORMS[name](np.asarray(items.emb, np.float64)).astype(np.float32))
+    np.save(folder/'items.npy', x); np.save(folder/'labels.npy', np.asarray(items.labels))
+    return Items(folder/'items.npy', labels=folder/'labels.npy')
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--catalog', default='/work/cache/wordnet-20k', help='a WordNet catalog folder (bench/build_wordnet.py), built when missing')
@@ -64,21 +79,26 @@ def main():
     ap.add_argument('--threads', type=int, default=1, help='torch threads (1: the recorded runs)')
     ap.add_argument('--set', default='{"model.precision": "bfloat16"}', help='JSON config overrides, dotted keys')
     ap.add_argument('--health-sample', type=int, default=0, help="items learning_health checks (0: every item the run trained on; its default is 5,000)")
+    ap.add_argument('--inputs', default='as-is', choices=list(TRANSFORMS), help="transform of the catalog's embeddings the run trains on")
+    ap.add_argument('--keep', default=None, help='folder that keeps the run (its checkpoints) for bench/score_run.py; default: a temporary one, deleted')
     ap.add_argument('--out', default='bench/results/early_stop.json')
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     cat = Path(a.catalog)
     items = Items(cat/'items.npy', labels=cat/'labels.npy') if (cat/'items.npy').exists() else wordnet_catalog(cat, n_items=a.n or None)
     cfg = override(Config(), {**json.loads(a.set), 'data.holdout': a.holdout, 'optim.patience': a.patience or None, 'schedule.log_every_s': 60})
-    with tempfile.TemporaryDirectory() as d:
+    if a.keep and Path(a.keep).exists() and any(Path(a.keep).iterdir()): sys.exit(f"--keep {a.keep} is not empty: name a new folder, so no earlier run is resumed or overwritten")
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(a.keep or tmp)/'run'
+        items = transformed(items, a.inputs, Path(a.keep or tmp)/'inputs')
         t0 = time.perf_counter()
         res = train_segment(cfg, items, d, progress=True)
         train_s = time.perf_counter() - t0
         model, st = trained_model(cfg, items, d)
         epochs = curve(d)
-    t1 = time.perf_counter()
-    health = learning_health(model, items, sample=a.health_sample or None)
-    health_s = time.perf_counter() - t1
+        t1 = time.perf_counter()
+        health = learning_health(model, items, sample=a.health_sample or None)
+        health_s = time.perf_counter() - t1
     print('\n| epoch | training batches recon / variance | held-out recon / variance |\n|---|---|---|')
     for e in epochs: print(f"| {e['epoch']} | {e['train_recon']:.4f} | {e.get('held_out_recon', float('nan')):.4f} |")
     print(f"\nstopped after epoch {epochs[-1]['epoch']} of {cfg.optim.epochs} ({res.status}); best epoch {st['best']['epoch']}; "
@@ -86,7 +106,7 @@ def main():
     table(health.numbers)
     print(f"\nverdict: {health.verdict}: {health}")
     out = dict(command=' '.join(sys.argv), catalog=str(cat), items=len(items), held_out=health.numbers.get('held_out', {}).get('items', 0),
-               config_overrides=json.loads(a.set), holdout=a.holdout, patience=a.patience, threads=a.threads, platform=platform.processor() or platform.machine(),
+               inputs=a.inputs, kept=a.keep, config_overrides=json.loads(a.set), holdout=a.holdout, patience=a.patience, threads=a.threads, platform=platform.processor() or platform.machine(),
                torch=torch.__version__, stopped_after=epochs[-1]['epoch'], best_epoch=st['best']['epoch'], train_s=round(train_s, 1),
                epochs=epochs, health=health.to_dict())
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)

@@ -36,9 +36,11 @@ def init_row(x, y, ref, seed, levels, k):
     gaps = probe_gaps(init.codes, ref.codes, y, 0)
     m = code_metrics(init.codes, x, [k] * levels, None, float(((init.decode(init.codes) - x) ** 2).mean()), 0)
     return dict(seed=seed, fit_s=round(time.perf_counter() - t0, 1), mse=m['mse'], neighbour_d1=m['neighbour_d1'], collide=m['collide'],
-                probe_gap=gaps, worse=[p for p, g in gaps.items() if paired_status(g['delta'], g['se']) == 'worse']), init.codes
+                probe_gap=gaps, worse=worse_rows(gaps)), init.codes
 
-def worse_rows(gaps): return [p for p, g in gaps.items() if paired_status(g['delta'], g['se']) == 'worse']
+def worse_rows(gaps):
+    "The probes whose gap lies more than 2 s.e. below zero (`paired_status`'s 'worse')."
+    return [p for p, g in gaps.items() if paired_status(g['delta'], g['se']) == 'worse']
 
 def judged(codes, y, judge):
     "Every seed from `judge` on, judged against the inits of seeds 0..judge-1 by `init_gaps` (`learning_health`'s default rule)."

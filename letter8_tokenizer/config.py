@@ -30,7 +30,7 @@ class ModelConfig:
     skip: bool = True # linear paths around encoder and decoder (the input's top principal directions), the MLPs start at zero
     normalize: bool = True # centre the inputs and divide by their RMS spread (fit on the init sample, saved with the weights)
     cf_dim: int|None = None # CF embedding size; None: from the data. A linear map aligns it when it differs from e_dim
-    precision: str = 'float32' # the MLPs' matrix products: 'float32', or 'bfloat16' (autocast; a CPU step of LETTER's network 2.7x-3.1x LETTER's speed with AVX512-BF16, 1.5x in float32; GPUs with bfloat16 run it too, unmeasured); weights, codebooks and losses stay float32
+    precision: str = 'float32' # the MLPs' matrix products: 'float32', or 'bfloat16' (autocast; a CPU step of LETTER's network 2.7x-3.1x LETTER's speed with AVX512-BF16, 1.5x in float32; a CPU with AVX2 and no AVX-512 emulates it, 12x slower than float32, and the tokenizer warns; GPUs with bfloat16 run it too, unmeasured); weights, codebooks and losses stay float32
 
 # %% ../nbs/02_config.ipynb #cd033f1c
 @dataclass

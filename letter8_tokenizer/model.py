@@ -6,15 +6,16 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/model.html.md"""
 
 # %% auto #0
 __all__ = ['ACTIVATION_LAYERS', 'TRY_COLLAPSED', 'TRY_INIT', 'TRY_MEMORISED', 'mlp', 'sqdist', 'sinkhorn_codes', 'sinkhorn_log',
-           'QuantizerLevel', 'latent_dim', 'Letter8', 'cf_alignment_loss', 'group_partner', 'diversity_loss',
-           'compute_losses', 'build_tokenizer', 'model_device', 'as_input', 'encode_latents', 'fit_normaliser',
-           'sample_rows', 'init_codebooks', 'canonical_labels', 'bounded_labels', 'balanced_groups', 'refresh_groups',
-           'param_groups', 'make_optimizer', 'StepModule', 'learning_signals', 'train_step', 'lloyd_step',
-           'balanced_lloyd_step', 'refit_codebooks', 'encode_devices', 'encode', 'decode', 'reconstruction_mse',
-           'save_tokenizer', 'load_tokenizer', 'probe_gaps', 'code_metrics', 'init_gaps', 'Health', 'learning_health']
+           'QuantizerLevel', 'latent_dim', 'Letter8', 'bf16_cpu_warning', 'cf_alignment_loss', 'group_partner',
+           'diversity_loss', 'compute_losses', 'build_tokenizer', 'model_device', 'as_input', 'encode_latents',
+           'fit_normaliser', 'sample_rows', 'init_codebooks', 'canonical_labels', 'bounded_labels', 'balanced_groups',
+           'refresh_groups', 'param_groups', 'make_optimizer', 'StepModule', 'learning_signals', 'train_step',
+           'lloyd_step', 'balanced_lloyd_step', 'refit_codebooks', 'encode_devices', 'encode', 'decode',
+           'reconstruction_mse', 'save_tokenizer', 'load_tokenizer', 'probe_gaps', 'code_metrics', 'init_gaps',
+           'Health', 'learning_health']
 
 # %% ../nbs/03_model.ipynb #938ab096
-import math, json, copy, os, secrets, shutil, tempfile
+import math, json, copy, os, secrets, shutil, tempfile, functools, warnings
 from dataclasses import dataclass, asdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -220,6 +221,22 @@ def denormalise(self:Letter8, y:torch.Tensor # [n, in_dim] rows in the normalise
     "Back to the scale and offset of the items."
     return y * self.in_scale + self.in_mean
 
+# %% ../nbs/03_model.ipynb #95db87b1
+def bf16_cpu_warning(native:bool, # whether the CPU multiplies bfloat16 in hardware (`torch.ops.mkldnn._is_mkldnn_bf16_supported()`)
+                     capability:str='', # torch's CPU capability, for the message (`torch.backends.cpu.get_cpu_capability()`)
+                    ) -> str|None:
+    "What to tell a user who asks for `model.precision='bfloat16'` on this CPU, or None when it is native."
+    if native: return None
+    return (f"model.precision='bfloat16' on a CPU without native bfloat16 (torch's CPU capability: {capability or 'unknown'}): torch emulates "
+            "its matrix products, 12x slower than float32 on a 2-core AVX2 EPYC. Set model.precision to 'float32' on this machine.")
+
+@functools.cache
+def _slow_cpu_bf16() -> bool:
+    "Warn once per process when this CPU emulates bfloat16; True when it does."
+    msg = bf16_cpu_warning(bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()), torch.backends.cpu.get_cpu_capability())
+    if msg: warnings.warn(msg, stacklevel=3)
+    return msg is not None
+
 # %% ../nbs/03_model.ipynb #22981dd8
 @patch
 def run_mlp(self:Letter8, mlp:nn.Module, # `self.encoder` or `self.decoder`
@@ -229,6 +246,7 @@ def run_mlp(self:Letter8, mlp:nn.Module, # `self.encoder` or `self.decoder`
     if self.cfg.model.precision == 'float32': return mlp(x)
     if x.is_cuda and not torch.cuda.is_bf16_supported():
         raise RuntimeError(f"model.precision='bfloat16' but {torch.cuda.get_device_name(x.device)} has no bfloat16: set model.precision to 'float32'.")
+    if not x.is_cuda: _slow_cpu_bf16()
     with torch.autocast(x.device.type, dtype=torch.bfloat16): return mlp(x).float()
 
 @patch
@@ -744,13 +762,20 @@ def probe_gaps(codes:np.ndarray, # [n, L] codes
                seed:int=0, # fold seed
               ) -> dict:
     "Per probe (`probe{j}_d1`, `probe{j}_d2`): `paired_gap` of `codes` against `ref`, every item tested once on the same folds."
+    return _paired_gaps(_label_correct(codes, labels, seed), _label_correct(ref, labels, seed))
+
+def _label_correct(codes, labels, seed): return [_probe_correct(codes, labels[:, j], seed) for j in range(labels.shape[1])]
+
+def _paired_gaps(a, b):
+    "`probe_gaps` from the two tables' per-label correctness (`_label_correct`), so a table compared with several is cross-validated once."
     from letter8_tokenizer.probe import paired_gap
     out = {}
-    for j in range(labels.shape[1]):
-        a, b = _probe_correct(codes, labels[:, j], seed), _probe_correct(ref, labels[:, j], seed)
-        out[f'probe{j}_d1'], out[f'probe{j}_d2'] = paired_gap(a[0], b[0]), paired_gap(a[-1], b[-1])
+    for j, (aj, bj) in enumerate(zip(a, b)):
+        out[f'probe{j}_d1'], out[f'probe{j}_d2'] = paired_gap(aj[0], bj[0]), paired_gap(aj[-1], bj[-1])
     return out
 
+
+# %% ../nbs/03_model.ipynb #6abefaed
 def code_metrics(codes:np.ndarray, # [n, L] codes
                  x:np.ndarray, # [n, dim] the items' embeddings
                  sizes:list, # codes per level
@@ -780,7 +805,8 @@ def init_gaps(codes:np.ndarray, # [n, L] codes
              ) -> dict:
     "Per probe: `codes` against the mean of `refs` (`delta`), with an `se` that holds the items' noise and the inits' spread (`init_sd`); `deltas` has one paired gap per init."
     if not len(refs): raise ValueError("init_gaps needs at least one init's codes in refs.")
-    per = [probe_gaps(codes, r, labels, seed) for r in refs]
+    mine = _label_correct(codes, labels, seed)
+    per = [_paired_gaps(mine, _label_correct(r, labels, seed)) for r in refs]
     out = {}
     for k in per[0]:
         d, se = np.array([p[k]['delta'] for p in per]), np.array([p[k]['se'] for p in per])
