@@ -12,8 +12,8 @@ __all__ = ['PACKAGE', 'INSTALL_CELL_HEAD', 'KAGGLE_PYTHON', 'KAGGLE_PLATFORMS', 
            'install_cell_source', 'on_image', 'find_project', 'own_wheel', 'wheelhouse_plan', 'wheelhouse_commands',
            'build_wheelhouse', 'machine_shape', 'check_ref', 'slugify', 'kernel_metadata', 'validate_kernel_metadata',
            'dataset_metadata', 'validate_dataset_metadata', 'write_metadata', 'data_path_notes', 'plan_sessions',
-           'KaggleAuthError', 'KaggleQuotaExhausted', 'KaggleKernelError', 'KaggleChainError', 'kaggle_api',
-           'call_with_backoff', 'inject_parameters', 'chain_parameters', 'KaggleChain', 'log_text']
+           'KaggleAuthError', 'KaggleQuotaExhausted', 'KaggleKernelError', 'KaggleChainError', 'kaggle_config_dir',
+           'kaggle_api', 'call_with_backoff', 'inject_parameters', 'chain_parameters', 'KaggleChain', 'log_text']
 
 # %% ../nbs/09_kaggle.ipynb #23390143
 import io, json, os, platform, re, shutil, subprocess, sys, time, warnings, contextlib
@@ -562,10 +562,19 @@ _AUTH_HELP = ("Kaggle refused the credentials (HTTP {code}) for {what}. Create a
               "and put it where the kaggle client looks (~/.kaggle/kaggle.json, or KAGGLE_USERNAME and KAGGLE_KEY, "
               "or KAGGLE_API_TOKEN); the chain never stores credentials itself.")
 
+def kaggle_config_dir() -> Path:
+    "The kaggle client's config folder, made if missing (safe when processes race): KAGGLE_CONFIG_DIR, else ~/.kaggle when it exists, else the XDG one."
+    home = Path.home()
+    d = os.environ.get('KAGGLE_CONFIG_DIR') or (home/'.kaggle' if (home/'.kaggle').exists() or not sys.platform.startswith('linux')
+                                               else Path(os.environ.get('XDG_CONFIG_HOME') or home/'.config')/'kaggle')
+    Path(d).mkdir(parents=True, exist_ok=True)
+    return Path(d)
+
 def kaggle_api(endpoint:str|None=None, # base URL of another server (the stand-in); None: Kaggle
                authenticate:bool=True, # authenticate now
               ):
     "A `KaggleApi` client, optionally pointed at `endpoint`."
+    kaggle_config_dir()
     from kaggle.api.kaggle_api_extended import KaggleApi
     from kagglesdk import kaggle_env
     api = KaggleApi()

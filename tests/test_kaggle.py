@@ -16,6 +16,8 @@ import pytest
 # KAGGLE_API_TOKEN set then would be checked against api.kaggle.com.
 for _k in [k for k in os.environ if k.startswith('KAGGLE_')]: os.environ.pop(_k)
 import contextlib, io  # noqa: E402
+from letter8_tokenizer.kaggle import kaggle_config_dir  # noqa: E402
+kaggle_config_dir()  # the client makes it at import without exist_ok: two xdist workers importing at once on a fresh machine race
 with contextlib.redirect_stdout(io.StringIO()): import kaggle  # noqa: E402,F401  (prints auth help when no creds)
 
 from letter8_tokenizer.standin import KaggleStandin  # noqa: E402
