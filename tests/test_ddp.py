@@ -16,7 +16,7 @@ from letter8_tokenizer.data import synthetic_catalog
 from letter8_tokenizer.checkpoint import Checkpointer, step_dirs
 from letter8_tokenizer.train import train_segment, train_distributed
 
-LOSS_RTOL, WEIGHT_ATOL = 1e-5, 1e-4
+LOSS_RTOL, WEIGHT_ATOL = 1e-5, 1e-4  # the history logs 6 decimals: two units of the last one are rounding (abs=2e-6 below)
 
 @pytest.fixture(scope='module')
 def run(tmp_path_factory):
@@ -39,7 +39,7 @@ def assert_close_to_single(ref, ckpt_dir):
     assert [h['step'] for h in hb] == [h['step'] for h in ha]
     for x, y in zip(ha, hb):
         for k in x:
-            if k not in ('step', 'epoch'): assert y[k] == pytest.approx(x[k], rel=LOSS_RTOL, abs=1e-6), (x['step'], k, x[k], y[k])
+            if k not in ('step', 'epoch'): assert y[k] == pytest.approx(x[k], rel=LOSS_RTOL, abs=2e-6), (x['step'], k, x[k], y[k])
     # groups are `balanced_groups` of the codebooks: float64 without BLAS, canonical labels, so codebooks equal to
     # float32 rounding give the same partition whatever the thread count (torchrun gives each rank one thread)
     for g_ref, g in zip(ref.state['groups'], got.state['groups']): assert torch.equal(g_ref.cpu(), g.cpu())
