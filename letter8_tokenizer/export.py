@@ -57,9 +57,10 @@ def code_table(model, # a trained `Letter8`
 def probe_inputs(model, # a trained `Letter8`
                  latents, # its encoder outputs [n, e] (from `encode_run`)
                 ) -> dict:
-    "What `probe` needs of a model to fill its reconstruction panel ('Variance left'): latents, codebooks, level sizes, seed."
+    "What `probe` needs of a model: latents and codebooks (the 'Variance left' panel, the latent spread), its decoder (the tokenizer's MSE against the init's), level sizes, seed."
     from letter8_tokenizer.codes import level_sizes
-    return dict(latents=latents, codebooks=[l.codebook.detach().cpu().numpy() for l in model.levels],
+    from letter8_tokenizer.model import decode
+    return dict(latents=latents, codebooks=[l.codebook.detach().cpu().numpy() for l in model.levels], recon=lambda codes: decode(model, codes),
                 level_sizes=level_sizes(model.cfg.model.levels, model.cfg.model.codebook_size), seed=model.cfg.seed)
 
 # %% ../nbs/07a_export.ipynb #bcdf0c6d

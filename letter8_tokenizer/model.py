@@ -804,15 +804,10 @@ def init_gaps(codes:np.ndarray, # [n, L] codes
               seed:int=0, # fold seed
              ) -> dict:
     "Per probe: `codes` against the mean of `refs` (`delta`), with an `se` that holds the items' noise and the inits' spread (`init_sd`); `deltas` has one paired gap per init."
+    from letter8_tokenizer.probe import pooled_gap
     if not len(refs): raise ValueError("init_gaps needs at least one init's codes in refs.")
-    mine = _label_correct(codes, labels, seed)
-    per = [_paired_gaps(mine, _label_correct(r, labels, seed)) for r in refs]
-    out = {}
-    for k in per[0]:
-        d, se = np.array([p[k]['delta'] for p in per]), np.array([p[k]['se'] for p in per])
-        sd = float(d.std(ddof=1)) if len(d) > 1 else 0.0
-        out[k] = dict(delta=float(d.mean()), se=float(np.sqrt((se ** 2).mean() + sd ** 2 * (1 + 1 / len(d)))), init_sd=sd, deltas=d.tolist())
-    return out
+    mine, theirs = _label_correct(codes, labels, seed), [_label_correct(r, labels, seed) for r in refs]
+    return {f'probe{j}_d{d + 1}': pooled_gap(mine[j][at], [t[j][at] for t in theirs]) for j in range(len(mine)) for d, at in ((0, 0), (1, -1))}
 
 # %% ../nbs/03_model.ipynb #d9d4a622
 @dataclass

@@ -7,10 +7,10 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/probe.html.md"""
 # %% auto #0
 __all__ = ['VERDICTS', 'PANELS', 'check_rows', 'perplexity', 'code_usage', 'prefix_ids', 'collisions', 'collision_buckets',
            'check_codebooks', 'reconstruction', 'split_items', 'shuffle_codes', 'prefix_features', 'prefix_predict',
-           'prefix_probe', 'majority_accuracy', 'prefix_probe_cv', 'paired_gap', 'paired_status', 'embedding_probe',
-           'neighbour_ratio', 'relative_spread', 'item_variance', 'mean_reconstruction_mse', 'item_mse', 'gains',
-           'judge', 'ProbeReport', 'compare_codes', 'probe', 'compare', 'InlineFigure', 'nearest', 'code_items',
-           'items_html', 'write_report']
+           'prefix_probe', 'majority_accuracy', 'prefix_probe_cv', 'paired_gap', 'paired_status', 'pooled_gap',
+           'embedding_probe', 'neighbour_ratio', 'relative_spread', 'item_variance', 'mean_reconstruction_mse',
+           'item_mse', 'gains', 'judge', 'ProbeReport', 'compare_codes', 'probe', 'compare', 'InlineFigure', 'nearest',
+           'code_items', 'items_html', 'write_report']
 
 # %% ../nbs/07_probe.ipynb #5ec1f014
 import base64, html, io, json, math, time, warnings
@@ -272,6 +272,17 @@ def paired_status(delta:float, # a gain, positive when table a is better (e.g. `
                  ) -> str:
     "'better' or 'worse' when `delta` lies more than `z` paired standard errors from 0, else 'level': the one rule `learning_health` and `judge` apply."
     return 'better' if delta > z * se else 'worse' if delta < -z * se else 'level'
+
+# %% ../nbs/07_probe.ipynb #ac828de0
+def pooled_gap(correct_a:np.ndarray, # [n] per-item correctness of table a
+               corrects_b:list, # per table b (e.g. inits of different k-means seeds) its [n] correctness on the same items
+              ) -> dict:
+    "`paired_gap` of a against the mean of the tables b: `se` holds the items' noise and the tables' own spread (`init_sd`); `deltas`, one gap per table."
+    if not len(corrects_b): raise ValueError("pooled_gap needs at least one table to compare with in corrects_b.")
+    per = [paired_gap(correct_a, b) for b in corrects_b]
+    d, se = np.array([p['delta'] for p in per]), np.array([p['se'] for p in per])
+    sd = float(d.std(ddof=1)) if len(d) > 1 else 0.0
+    return dict(delta=float(d.mean()), se=float(np.sqrt((se ** 2).mean() + sd ** 2 * (1 + 1 / len(d)))), init_sd=sd, deltas=d.tolist())
 
 # %% ../nbs/07_probe.ipynb #63768de8
 def embedding_probe(x, # [n, dim] embeddings (a memmap is fine: only sampled rows are read)
@@ -548,34 +559,39 @@ def _check_inputs(codes, emb, labels, cf, titles, latents, codebooks, label_name
         if len(names) != labels.shape[1]: raise ValueError(f"label_names has {len(names)} names for {labels.shape[1]} label levels: give one per column of labels.")
     return emb, labels, cf, titles, names
 
-def _init_codes(init_codes, compare_init, codes, sizes, fixed, emb, seed):
-    "`(init codes or None, a note saying where they came from, level sizes covering both code sets)`."
+def _init_codes(init_codes, compare_init, codes, sizes, fixed, emb, seed, init_seeds=1):
+    "`(init code tables (the seed's first; empty when none), a note saying where they came from, level sizes covering them and the codes)`."
     if init_codes is not None:
         init = check_rows(np.asarray(init_codes), len(codes), 'init_codes')
         if init.shape != codes.shape: raise ValueError(f"init_codes has shape {init.shape} but codes has {codes.shape}: the init must code the same items on the same levels.")
         init = _codes(init, sizes if fixed else None, 'init_codes')[0]
-        return init, 'given', sizes if fixed else np.maximum(sizes, init.max(0) + 1).tolist()
-    if not compare_init: return None, 'not compared (compare_init=False)', sizes
-    try: init = residual_init(emb, levels=len(sizes), k=sizes, seed=seed)
-    except ValueError as e: return None, f"not compared: residual_init failed ({e}); pass init_codes, or compare_init=False", sizes
-    return init.codes, f"residual_init on emb, level sizes {'/'.join(map(str, sorted(set(sizes))))}, seed {seed}", sizes
+        return [init], 'given', sizes if fixed else np.maximum(sizes, init.max(0) + 1).tolist()
+    if not compare_init: return [], 'not compared (compare_init=False)', sizes
+    try: inits = [residual_init(emb, levels=len(sizes), k=sizes, seed=seed + s).codes for s in range(init_seeds)]
+    except ValueError as e: return [], f"not compared: residual_init failed ({e}); pass init_codes, or compare_init=False", sizes
+    seeds = f"seed {seed}" if init_seeds == 1 else f"seeds {seed}-{seed + init_seeds - 1} (probes against their mean, the rest against seed {seed})"
+    return inits, f"residual_init on emb, level sizes {'/'.join(map(str, sorted(set(sizes))))}, {seeds}", sizes
 
 # %% ../nbs/07_probe.ipynb #cca0c175
-def _probe_row(name, d, correct):
-    "One probe row: the accuracies at depth `d + 1`, and the paired gap's standard error against each baseline."
-    row = dict(label=name, depth=d + 1, prefix=LETTERS[:d+1], accuracy=float(correct['trained'][d].mean()))
-    for k in ('init', 'random'):
-        if k in correct: row[k], row[f'se_{k}'] = float(correct[k][d].mean()), paired_gap(correct['trained'][d], correct[k][d])['se']
+def _probe_row(name, d, correct, inits):
+    "One probe row at depth `d + 1`: the accuracies, the paired gap's s.e. to random codes, the pooled one to the inits' mean (`pooled_gap`)."
+    mine = correct['trained'][d]
+    row = dict(label=name, depth=d + 1, prefix=LETTERS[:d+1], accuracy=float(mine.mean()))
+    if inits:
+        g = pooled_gap(mine, [c[d] for c in inits])
+        row.update(init=float(np.mean([c[d].mean() for c in inits])), se_init=g['se'], **(dict(init_sd=g['init_sd']) if len(inits) > 1 else {}))
+    row['random'], row['se_random'] = float(correct['random'][d].mean()), paired_gap(mine, correct['random'][d])['se']
     return row
 
-def _label_probes(sets, labels, emb, names, seed, test_share, alpha, raw):
-    "Probe rows (trained `accuracy`, `init`, `random`, paired s.e.) per label and depth, every item tested (5-fold); the baselines per label."
+def _label_probes(sets, labels, emb, names, seed, test_share, alpha, raw, inits=()):
+    "Probe rows (trained `accuracy`, `init` (the mean of `inits`), `random`, their s.e.) per label and depth, every item tested (5-fold); the baselines per label."
     train, test = split_items(len(labels), test_share, seed)
     probes, baselines = [], []
     for j, name in enumerate(names):
         y = labels[:, j]
-        correct = {k: prefix_probe_cv(c, y, folds=5, seed=seed, alpha=alpha) for k, c in sets.items() if c is not None}
-        probes += [_probe_row(name, d, correct) for d in range(len(correct['trained']))]
+        cv = lambda c: prefix_probe_cv(c, y, folds=5, seed=seed, alpha=alpha)
+        correct, init_correct = {k: cv(sets[k]) for k in ('trained', 'random')}, [cv(c) for c in inits]
+        probes += [_probe_row(name, d, correct, init_correct) for d in range(len(correct['trained']))]
         baselines.append(dict(label=name, classes=int(len(np.unique(y))), chance=majority_accuracy(y, train, test),
                               raw=embedding_probe(emb, y, train, test, seed=seed) if raw else float('nan')))
     return probes, baselines
@@ -632,14 +648,15 @@ def _assess(report, sets, emb, tokenizer_mse, latent_spread, ids, probe_margin, 
     return report
 
 # %% ../nbs/07_probe.ipynb #60b4937a
-def _prepare(codes, emb, labels, cf, titles, latents, codebooks, level_sizes, label_names, latent_spread, init_codes, compare_init, seed):
-    "The inputs of `probe` checked, with the level sizes, the latent spread and the init codes to compare with."
+def _prepare(codes, emb, labels, cf, titles, latents, codebooks, level_sizes, label_names, latent_spread, init_codes, compare_init, seed, init_seeds=1):
+    "The inputs of `probe` checked, with the level sizes, the latent spread and the init code tables to compare with (a list, maybe empty)."
     if level_sizes is None and codebooks is not None: level_sizes = [len(c) for c in codebooks]
     codes, sizes = _codes(codes, level_sizes)
     emb, labels, cf, titles, names = _check_inputs(codes, emb, labels, cf, titles, latents, codebooks, label_names, latent_spread)
     if latent_spread is None and latents is not None: latent_spread = relative_spread(check_rows(latents, len(codes), 'latents'))
-    init, note, sizes = _init_codes(init_codes, compare_init, codes, sizes, level_sizes is not None, emb, seed)
-    return codes, sizes, emb, labels, cf, titles, names, latent_spread, init, note
+    if not (isinstance(init_seeds, (int, np.integer)) and init_seeds >= 1): raise ValueError(f"init_seeds={init_seeds!r}: pass a whole number of inits, at least 1 (1: the seed's init alone).")
+    inits, note, sizes = _init_codes(init_codes, compare_init, codes, sizes, level_sizes is not None, emb, seed, init_seeds)
+    return codes, sizes, emb, labels, cf, titles, names, latent_spread, inits, note
 
 # %% ../nbs/07_probe.ipynb #541887ab
 def _measure(sets, sizes, emb, labels, cf, titles, names, latents, codebooks, decode, note, seed, test_share, pairs, latent_spread):
@@ -674,8 +691,9 @@ def probe(codes, # [n, L] integer codes, one row per item
           alpha:float=0.1, # smoothing of the prefix probes
           pairs:int=20_000, # pairs drawn per depth by `neighbour_ratio`
           raw_probe:bool=True, # also fit the (slower) logistic regression on the raw embeddings
-          init_codes=None, # [n, L] init codes to compare with; None: `residual_init` on `emb` (same level sizes, seed) when `compare_init`
+          init_codes=None, # [n, L] init codes to compare with; None: `residual_init` on `emb` (same level sizes, seeds from `seed`) when `compare_init`
           compare_init:bool=True, # compute the init codes when `init_codes` is None
+          init_seeds:int=3, # computed inits (seeds `seed`, `seed`+1, ...) the probes are judged against, by `pooled_gap`; 1: the seed's alone
           recon=None, # the tokenizer's reconstruction of `emb`: an [n, dim] array, or recon(codes [m, L]) -> [m, dim]
           latent_spread:float|None=None, # `relative_spread` of the encoder's latents; None: from `latents` when given
           min_spread:float=0.01, # a latent spread below this reads 'collapsed'
@@ -684,11 +702,11 @@ def probe(codes, # [n, L] integer codes, one row per item
          ) -> ProbeReport:
     "Probe what each letter of `codes` learned, against the init codes and random codes: usage, collisions, reconstruction, probes, neighbourhoods, verdict."
     t0 = time.perf_counter()
-    codes, sizes, emb, labels, cf, titles, names, latent_spread, init, note = _prepare(
-        codes, emb, labels, cf, titles, latents, codebooks, level_sizes, label_names, latent_spread, init_codes, compare_init, seed)
-    sets = dict(trained=codes, init=init, random=shuffle_codes(codes, seed))
+    codes, sizes, emb, labels, cf, titles, names, latent_spread, inits, note = _prepare(
+        codes, emb, labels, cf, titles, latents, codebooks, level_sizes, label_names, latent_spread, init_codes, compare_init, seed, init_seeds)
+    sets = dict(trained=codes, init=inits[0] if inits else None, random=shuffle_codes(codes, seed))
     report = _measure(sets, sizes, emb, labels, cf, titles, names, latents, codebooks, decode, note, seed, test_share, pairs, latent_spread)
-    if labels is not None: report.probes, report.baselines = _label_probes(sets, labels, emb, names, seed, test_share, alpha, raw_probe)
+    if labels is not None: report.probes, report.baselines = _label_probes(sets, labels, emb, names, seed, test_share, alpha, raw_probe, inits)
     ids = np.bincount(prefix_ids(codes)[:, -1])
     _assess(report, sets, emb, _tokenizer_mse(report, emb, recon, codes), latent_spread, ids, probe_margin, ratio_margin, min_spread)
     report.meta['seconds'] = round(time.perf_counter() - t0, 3)

@@ -191,6 +191,24 @@ def test_init_codes_computed_and_compared(cat):
     assert rep.verdict in VERDICTS
 
 
+def test_probes_judged_against_several_inits(cat):
+    "With `init_seeds`, a probe row's `init` is the mean of that many inits (seeds 0, 1, ...), each scored on the same folds."
+    from letter8_tokenizer.probe import prefix_probe_cv, pooled_gap
+    emb, labels, init = cat
+    rep = probe(init.codes, emb, labels=labels, raw_probe=False, pairs=500, init_seeds=2)
+    assert 'seeds 0-1' in rep.meta['init'] and (rep.data['init'] == init.codes).all()  # the other rows: seed 0's init
+    inits = [residual_init(emb, levels=3, k=[6, 4, 8], gpu=False, seed=s).codes for s in (0, 1)]
+    for row in (r for r in rep.probes if r['depth'] <= 2):
+        y, d = labels[:, int(row['label'][-1])], row['depth'] - 1
+        correct = lambda c: prefix_probe_cv(c, y, folds=5, seed=0, alpha=0.1)[d]
+        g = pooled_gap(correct(init.codes), [correct(c) for c in inits])
+        assert row['init'] == pytest.approx(np.mean([correct(c).mean() for c in inits])) and row['se_init'] == pytest.approx(g['se'])
+        assert row['init_sd'] == pytest.approx(g['init_sd'])
+    one = probe(init.codes, emb, labels=labels, raw_probe=False, pairs=500, init_seeds=1)
+    assert 'init_sd' not in one.probes[0] and one.meta['init'].endswith('seed 0')
+    with pytest.raises(ValueError, match='init_seeds=0'): probe(init.codes, emb, init_seeds=0)
+
+
 def test_four_verdicts(cat):
     emb, labels, init = cat
     kw = dict(labels=labels, raw_probe=False, pairs=2000)
