@@ -960,7 +960,7 @@ def _verdict_html(report):
             f'<div style="font-size:1.4em;font-weight:700;color:{fg}">{_esc(report.verdict)}</div><p>{_esc(j["message"][:1].upper() + j["message"][1:])}.</p>'
             + (f'<p>{_esc(j["advice"])}</p>' if j['advice'] else '') + '</div>'
             f'<table class="comparison"><caption>Trained codes against their init (RQ-KMeans) and random codes, same items, same run. '
-            f'Bold rows decide the verdict; ties within {_margin_words(j["margins"]["probes"])} (probes) and {j["margins"]["neighbours"]:.3f} (neighbour ratio).</caption>'
+            f'Init: {_esc(report.meta.get("init", "not recorded"))}. Bold rows decide the verdict; ties within {_margin_words(j["margins"]["probes"])} (probes) and {j["margins"]["neighbours"]:.3f} (neighbour ratio).</caption>'
             f'{head}{body}</table>')
 
 # %% ../nbs/07_probe.ipynb #339b1def

@@ -191,7 +191,7 @@ def test_init_codes_computed_and_compared(cat):
     assert rep.verdict in VERDICTS
 
 
-def test_probes_judged_against_several_inits(cat):
+def test_probes_judged_against_several_inits(cat, tmp_path):
     "With `init_seeds`, a probe row's `init` is the mean of that many inits (seeds 0, 1, ...), each scored on the same folds."
     from letter8_tokenizer.probe import prefix_probe_cv, pooled_gap
     emb, labels, init = cat
@@ -204,6 +204,7 @@ def test_probes_judged_against_several_inits(cat):
         g = pooled_gap(correct(init.codes), [correct(c) for c in inits])
         assert row['init'] == pytest.approx(np.mean([correct(c).mean() for c in inits])) and row['se_init'] == pytest.approx(g['se'])
         assert row['init_sd'] == pytest.approx(g['init_sd'])
+    assert 'Init: residual_init on emb, level sizes 4/6/8, seeds 0-1 (probes against their mean' in write_report(rep, tmp_path)['html'].read_text()
     one = probe(init.codes, emb, labels=labels, raw_probe=False, pairs=500, init_seeds=1)
     assert 'init_sd' not in one.probes[0] and one.meta['init'].endswith('seed 0')
     with pytest.raises(ValueError, match='init_seeds=0'): probe(init.codes, emb, init_seeds=0)
