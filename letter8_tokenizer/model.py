@@ -689,7 +689,7 @@ def decode(model:Letter8, # the tokenizer
     if codes.size and ((codes < 0).any() or (codes >= np.array(ks)).any()): raise ValueError(f"codes out of range: level sizes are {ks}.")
     was = model.training; model.eval()
     def dec(c):
-        c = torch.as_tensor(c, dtype=torch.long, device=model_device(model))
+        c = torch.tensor(c, dtype=torch.long, device=model_device(model))  # a copy: codes may be read-only (a memmap, a loaded CodeTable)
         return model.denormalise(model.decode_latent(sum(F.embedding(c[:, l], lvl.codebook) for l, lvl in enumerate(model.levels)))).cpu().numpy()
     out = np.concatenate([dec(codes[i:i+batch_size]) for i in range(0, len(codes), batch_size)])
     model.train(was)
