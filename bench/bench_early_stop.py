@@ -21,7 +21,7 @@ with the tokenizer and with the init. --inputs transforms the catalog's embeddin
 per dimension, scaled by 1e-3 or 1e3, L2-normalised again) and trains on that copy; --keep DIR keeps the run (its
 checkpoints, in DIR/run) and that copy (DIR/inputs), so `bench/score_run.py` can score it again later. Prints the per-epoch held-out curve and a table of ratios; writes bench/results/early_stop.json (or --out).
 """
-import argparse, json, platform, sys, tempfile, time
+import argparse, json, platform, shutil, sys, tempfile, time
 from pathlib import Path
 import numpy as np, torch
 from letter8_tokenizer.config import Config, override
@@ -68,6 +68,8 @@ def transformed(items, name, folder):
     folder.mkdir(parents=True, exist_ok=True)
     x = np.ascontiguousarray(TRANSFORMS[name](np.asarray(items.emb, np.float64)).astype(np.float32))
     np.save(folder/'items.npy', x); np.save(folder/'labels.npy', np.asarray(items.labels))
+    names = Path(items.path).parent/'label_names.json'  # so a probe report of the kept copy names its label levels
+    if names.exists(): shutil.copy(names, folder/names.name)
     return Items(folder/'items.npy', labels=folder/'labels.npy')
 
 def main():
