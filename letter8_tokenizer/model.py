@@ -894,8 +894,8 @@ def learning_health(model:Letter8, # a trained tokenizer
     an init fit on the checked items alone has far fewer items per code, and would look better than it is. With `held_out`, both
     code and rebuild those unseen items too, each with its own codebooks (nearest code per level). The probes are judged
     against `init_seeds` inits (`init_gaps`), reconstruction and neighbours against the first, the seed's."""
-    from letter8_tokenizer.probe import shuffle_codes
-    if not (isinstance(init_seeds, (int, np.integer)) and init_seeds >= 1): raise ValueError(f"init_seeds={init_seeds!r}: pass a whole number of inits, at least 1 (1: the seed's init alone).")
+    from letter8_tokenizer.probe import shuffle_codes, check_init_seeds
+    init_seeds = check_init_seeds(init_seeds)
     (n, sizes), (held, rows, fit) = (len(items), [lvl.k for lvl in model.levels]), _health_rows(model, items, sample, held_out, seed)
     take = lambda r: np.asarray(items.take(r).emb if isinstance(items, Items) else np.asarray(items)[r], np.float32)
     if labels is None and isinstance(items, Items) and items.labels is not None: labels = np.asarray(items.labels)

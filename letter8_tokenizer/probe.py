@@ -8,9 +8,9 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/probe.html.md"""
 __all__ = ['VERDICTS', 'PANELS', 'check_rows', 'perplexity', 'code_usage', 'prefix_ids', 'collisions', 'collision_buckets',
            'check_codebooks', 'reconstruction', 'split_items', 'shuffle_codes', 'prefix_features', 'prefix_predict',
            'prefix_probe', 'majority_accuracy', 'prefix_probe_cv', 'paired_gap', 'paired_status', 'pooled_gap',
-           'embedding_probe', 'neighbour_ratio', 'relative_spread', 'item_variance', 'mean_reconstruction_mse',
-           'item_mse', 'gains', 'judge', 'ProbeReport', 'compare_codes', 'probe', 'compare', 'InlineFigure', 'nearest',
-           'code_items', 'items_html', 'write_report']
+           'check_init_seeds', 'embedding_probe', 'neighbour_ratio', 'relative_spread', 'item_variance',
+           'mean_reconstruction_mse', 'item_mse', 'gains', 'judge', 'ProbeReport', 'compare_codes', 'probe', 'compare',
+           'InlineFigure', 'nearest', 'code_items', 'items_html', 'write_report']
 
 # %% ../nbs/07_probe.ipynb #5ec1f014
 import base64, html, io, json, math, time, warnings
@@ -283,6 +283,12 @@ def pooled_gap(correct_a:np.ndarray, # [n] per-item correctness of table a
     d, se = np.array([p['delta'] for p in per]), np.array([p['se'] for p in per])
     sd = float(d.std(ddof=1)) if len(d) > 1 else 0.0
     return dict(delta=float(d.mean()), se=float(np.sqrt((se ** 2).mean() + sd ** 2 * (1 + 1 / len(d)))), init_sd=sd, deltas=d.tolist())
+
+def check_init_seeds(init_seeds # how many inits (seeds `seed`, `seed`+1, ...) to judge against, as `probe` and `learning_health` take it
+                    ) -> int:
+    "`init_seeds` when it is a whole number of at least 1, else a `ValueError` that says what to pass."
+    if isinstance(init_seeds, (int, np.integer)) and not isinstance(init_seeds, bool) and init_seeds >= 1: return int(init_seeds)
+    raise ValueError(f"init_seeds={init_seeds!r}: pass a whole number of inits, at least 1 (1: the seed's init alone).")
 
 # %% ../nbs/07_probe.ipynb #63768de8
 def embedding_probe(x, # [n, dim] embeddings (a memmap is fine: only sampled rows are read)
@@ -654,8 +660,7 @@ def _prepare(codes, emb, labels, cf, titles, latents, codebooks, level_sizes, la
     codes, sizes = _codes(codes, level_sizes)
     emb, labels, cf, titles, names = _check_inputs(codes, emb, labels, cf, titles, latents, codebooks, label_names, latent_spread)
     if latent_spread is None and latents is not None: latent_spread = relative_spread(check_rows(latents, len(codes), 'latents'))
-    if not (isinstance(init_seeds, (int, np.integer)) and init_seeds >= 1): raise ValueError(f"init_seeds={init_seeds!r}: pass a whole number of inits, at least 1 (1: the seed's init alone).")
-    inits, note, sizes = _init_codes(init_codes, compare_init, codes, sizes, level_sizes is not None, emb, seed, init_seeds)
+    inits, note, sizes = _init_codes(init_codes, compare_init, codes, sizes, level_sizes is not None, emb, seed, check_init_seeds(init_seeds))
     return codes, sizes, emb, labels, cf, titles, names, latent_spread, inits, note
 
 # %% ../nbs/07_probe.ipynb #541887ab
