@@ -12,7 +12,8 @@ warning). All rules see the same draws (common random numbers) and check after e
 stop, the session saves (unless a periodic save just committed) and ends.
 
 Rules:
-  ours        stop when now + max(p95 step + p95 save + margin, max step + max save) > cutoff (`Deadline`)
+  ours        stop when now + max(p95 step + p95 save + margin, max step + max save) > cutoff (`Deadline`; the
+              simulated sessions have no epoch ends, so its epoch-end reserve, `budget(epoch_ends)`, is 0 here)
   timer       stop when now >= cutoff - margin: Lightning `Timer(duration=limit - margin)`, no save budget
   slurm-90s   stop when now >= cutoff - 90 s: SLURM `--signal=USR1@90` as Lightning uses it
   tf-6xstep   stop when now >= cutoff - 6 x mean step: TF `PreemptionCheckpointHandler`

@@ -215,7 +215,7 @@ class _Seg:
     rows: list = field(default_factory=list)
     commits: dict = field(default_factory=dict)
     losses: dict = field(default_factory=dict)
-    save_s: float|None = None; cycle_start: float|None = None
+    save_s: float|None = None; cycle_start: float|None = None; epoch_end_s: float|None = None
     status: str|None = None; why: str|None = None
     t_start: float = field(default_factory=time.time); started: str = field(default_factory=utc_now)
     bar: Progress|None = None
@@ -259,6 +259,7 @@ def _resume(s:_Seg, found, progress:bool):
     _restore(s, found.state)
     s.ckpt.restore_metrics(found, fallback=found.meta.get('history', []))
     s.resumed, s.hist, s.ledger = found.step, History.from_meta(found.meta, HISTORY_POINTS), found.meta.get('ledger', [])
+    if seen := [l['epoch_end_s'] for l in s.ledger if l.get('epoch_end_s') is not None]: s.deadline.record_epoch_end(seen[-1])
     s.commits[found.step] = (str(found.path), s.epoch)
     if progress: print(f"resumed from {shown_path(found.path)} (step {s.step}, epoch {s.epoch}, saved by {found.state.get('world_size', 1)} rank(s), now {s.world})", flush=True)
 
@@ -318,11 +319,18 @@ def _show(s:_Seg):
     s.bar.update(step=s.step, epoch=f"{s.epoch}/{s.task.epochs}", loss=f"{s.losses.get(s.task.loss_key, float('nan')):.4f}",
                  time_left=fmt_seconds(d.time_left()), committed=ck.last_committed.name if ck.last_committed else '-',
                  steps_per_s=f"{s.steps / max(time.time() - s.t_start, 1e-9):.2f}",
-                 eta=fmt_seconds((s.task.epochs * s.task.n_batches() - s.step) * float(np.median(d.steps)) if d.steps else None))
+                 eta=fmt_seconds(d.eta(s.task.epochs * s.task.n_batches() - s.step, s.task.epochs - s.epoch)))
+
+def _end_epoch(s:_Seg) -> dict:
+    "The task's epoch end, timed for the deadline and left out of the step's cycle."
+    t = s.deadline.clock(); extra = s.task.end_epoch(s.epoch); secs = s.deadline.clock() - t
+    s.deadline.record_epoch_end(secs); s.epoch_end_s = max(s.epoch_end_s or 0., secs)
+    if s.cycle_start is not None: s.cycle_start += secs
+    return extra
 
 def _after_step(s:_Seg, asked:dict):
     "Record the step's row (with the epoch end's metrics), then stop, save or go on."
-    extra = s.task.end_epoch(s.epoch) if s.batch == 0 else {}
+    extra = _end_epoch(s) if s.batch == 0 else {}
     rec = dict(step=s.step, epoch=s.epoch, **{k: round(float(v), 6) for k, v in {**s.losses, **(extra or {})}.items()})
     s.hist.append(rec); s.rows.append(rec)
     if s.task.finished(s.epoch): pass  # the run is complete: 'done', whatever else is due
@@ -344,8 +352,9 @@ def _train(s:_Seg, stop:StopSignal, max_steps:int|None):
             losses = s.task.step(b, shard)
             s.step, s.batch, s.steps = s.step + 1, s.batch + 1, s.steps + 1
             if s.batch == per_epoch: s.epoch, s.batch = s.epoch + 1, 0
+            ends = (s.batch == 0) + (s.batch + 1 == per_epoch)  # the epoch end this step began, the next step's
             s.losses, asked = sync_step(losses, shard, signal=stop.requested, step_limit=max_steps is not None and s.steps >= max_steps,
-                                        deadline=s.deadline.should_stop(), save=_save_due(s))
+                                        deadline=s.deadline.should_stop(ends), save=_save_due(s))
             if why := _nonfinite_losses(s.losses): s.status, s.why = 'diverged', why; break
             _after_step(s, asked)
             if s.status or s.batch == 0: break
@@ -361,7 +370,7 @@ def _finish(s:_Seg, segment_name:str|None):
         s.ckpt.wait()
         s.ledger.append(dict(segment=segment_name or f"segment-{len(s.ledger):03d}", start=s.started, end=utc_now(),
                              start_step=s.resumed or 0, end_step=s.step, steps=s.steps, stop_reason=s.status, host=socket.gethostname(),
-                             pid=os.getpid(), world_size=s.world, device=str(s.task.device)))
+                             pid=os.getpid(), world_size=s.world, device=str(s.task.device), epoch_end_s=s.epoch_end_s))
     if s.status != 'diverged' and (why := _commit(s, blocking=True)): s.status, s.why = 'diverged', why
 
 def _result(s:_Seg) -> SegmentResult:
@@ -456,7 +465,7 @@ def deadline_args(d:Deadline # a session clock
                  ) -> dict:
     "The arguments that rebuild `d` in another process (`Deadline(**deadline_args(d))`), so ranks share the session's clock."
     return dict(limit_s=d.limit_s, start=d.start, margin_s=d.margin_s, step_prior_s=d.step_prior_s,
-                save_prior_s=d.save_prior_s, save_every_s=d.save_every_s)
+                save_prior_s=d.save_prior_s, epoch_end_prior_s=d.epoch_end_prior_s, save_every_s=d.save_every_s)
 
 def write_job(path:str|Path, # JSON file to write
               factory:str, # 'module:function' every rank calls

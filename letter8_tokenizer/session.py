@@ -47,20 +47,25 @@ class Deadline:
                  margin_s:float=60., # safety margin kept free before the cutoff
                  step_prior_s:float=60., # step time assumed before the first step is timed
                  save_prior_s:float=300., # save time assumed before the first save is timed
+                 epoch_end_prior_s:float|None=None, # epoch-end time assumed before the first is timed; None: `step_prior_s`
                  save_every_s:float=1800., # period of `should_save_periodic`
                  accelerator:str|None=None, # passed to `kaggle_session_limit`
                  window:int=1000, # step and save times remembered (most recent)
                  clock=time.time, # function returning epoch seconds; inject a fake one in tests
                 ):
         self.limit_s = float(limit_s if limit_s is not None else kaggle_session_limit(accelerator))
+        epoch_end_prior_s = step_prior_s if epoch_end_prior_s is None else epoch_end_prior_s
         for name, v in [('limit_s', self.limit_s), ('step_prior_s', step_prior_s), ('save_prior_s', save_prior_s),
                         ('save_every_s', save_every_s), ('window', window)]:
             if not v > 0: raise ValueError(f"{name}={v!r}: must be > 0.")
-        if not margin_s >= 0: raise ValueError(f"margin_s={margin_s!r}: must be >= 0.")
+        for name, v in [('margin_s', margin_s), ('epoch_end_prior_s', epoch_end_prior_s)]:
+            if not v >= 0: raise ValueError(f"{name}={v!r}: must be >= 0.")
         self.start = float(start if start is not None else process_start_time())
         self.end, self.clock, self.margin_s = self.start + self.limit_s, clock, float(margin_s)
         self.step_prior_s, self.save_prior_s, self.save_every_s = float(step_prior_s), float(save_prior_s), float(save_every_s)
-        self.steps, self.saves, self.last_save = deque(maxlen=window), deque(maxlen=window), clock()
+        self.epoch_end_prior_s = float(epoch_end_prior_s)
+        self.steps, self.saves, self.epoch_ends = deque(maxlen=window), deque(maxlen=window), deque(maxlen=window)
+        self.last_save = clock()
 
 # %% ../nbs/05b_session.ipynb #786128b9
 @patch
@@ -72,6 +77,11 @@ def time_left(self:Deadline) -> float:
 def record_step(self:Deadline, seconds:float): # wall time of one training step
     "Remember how long a step took."
     self.steps.append(float(seconds))
+
+@patch
+def record_epoch_end(self:Deadline, seconds:float): # wall time of one epoch end (refits, validation), not counted in a step
+    "Remember how long an epoch end took."
+    self.epoch_ends.append(float(seconds))
 
 @patch
 def record_save(self:Deadline, seconds:float): # wall time until a save committed
@@ -86,16 +96,21 @@ def _p95_max(xs, prior):
     return float(np.percentile(a, 95)), float(a.max())
 
 @patch
-def budget(self:Deadline) -> float:
-    "Seconds needed before the cutoff to run one more step and commit its checkpoint."
+def budget(self:Deadline,
+           epoch_ends:int=0, # epoch ends that run before the next step's save (0, 1 or 2; see the rule above)
+          ) -> float:
+    "Seconds needed before the cutoff to run one more step, the epoch ends due, and commit its checkpoint."
     step95, step_max = _p95_max(self.steps, self.step_prior_s)
     save95, save_max = _p95_max(self.saves, self.save_prior_s)
-    return max(step95 + save95 + self.margin_s, step_max + save_max)
+    epoch_end = max(self.epoch_ends) if self.epoch_ends else self.epoch_end_prior_s
+    return max(step95 + save95 + self.margin_s, step_max + save_max) + epoch_ends * epoch_end
 
 @patch
-def should_stop(self:Deadline) -> bool:
-    "True when one more step and its save might not commit before the cutoff: save now and stop."
-    return self.clock() + self.budget() > self.end
+def should_stop(self:Deadline,
+                epoch_ends:int=0, # as in `budget`
+               ) -> bool:
+    "True when one more step, the epoch ends due and its save might not commit before the cutoff: save now and stop."
+    return self.clock() + self.budget(epoch_ends) > self.end
 
 @patch
 def should_save_periodic(self:Deadline) -> bool:
@@ -111,7 +126,17 @@ def summary(self:Deadline) -> dict:
     return {'start': self.start, 'end': self.end, 'limit_s': self.limit_s, 'time_left_s': self.time_left(),
             'steps_timed': len(self.steps), 'saves_timed': len(self.saves), 'step_p95_s': step95,
             'step_max_s': step_max, 'save_p95_s': save95, 'save_max_s': save_max, 'margin_s': self.margin_s,
+            'epoch_ends_timed': len(self.epoch_ends), 'epoch_end_max_s': max(self.epoch_ends, default=self.epoch_end_prior_s),
             'budget_s': self.budget(), 'should_stop': self.should_stop()}
+
+@patch
+def eta(self:Deadline,
+        steps:int, # steps still to run
+        epoch_ends:int=0, # epoch ends still to run
+       ) -> float|None:
+    "Seconds they take at the pace seen so far (median step, mean epoch end); None before a step is timed."
+    if not self.steps: return None
+    return steps * float(np.median(self.steps)) + epoch_ends * (float(np.mean(self.epoch_ends)) if self.epoch_ends else 0.)
 
 # %% ../nbs/05b_session.ipynb #33ffa1e8
 class StopSignal:
