@@ -102,7 +102,7 @@ def budget(self:Deadline,
     "Seconds needed before the cutoff to run one more step, the epoch ends due, and commit its checkpoint."
     step95, step_max = _p95_max(self.steps, self.step_prior_s)
     save95, save_max = _p95_max(self.saves, self.save_prior_s)
-    epoch_end = max(self.epoch_ends) if self.epoch_ends else self.epoch_end_prior_s
+    epoch_end = max(self.epoch_ends, default=self.epoch_end_prior_s)
     return max(step95 + save95 + self.margin_s, step_max + save_max) + epoch_ends * epoch_end
 
 @patch
