@@ -8,6 +8,10 @@
   python bench/bench_early_stop.py --holdout 0 --patience 0 --threads 2 --inputs standardised --keep /work/runs/std --set '{}' \
       --out bench/results/learning_standardised_fp32.json
   python bench/score_run.py /work/runs/std/run --catalog /work/runs/std/inputs --out bench/results/rescore_standardised_fp32.json
+  # the decoder phase (optim.decoder_share), the default as shipped and shorter runs (bench/results/learning_decoder_*.json):
+  python bench/bench_early_stop.py --holdout 0 --patience 0 --threads 1 --set '{}' --out bench/results/learning_decoder_20k_default.json
+  python bench/bench_early_stop.py --catalog /work/cache/wordnet-80k --n 80000 --holdout 0 --patience 0 --threads 1 \
+      --set '{"optim.epochs": 40, "optim.decoder_share": 0.5}' --out bench/results/learning_decoder_80k_e40.json
 
 The run is the product's own path: `train_segment` on the catalog's `.npy` files with `data.holdout` and
 `optim.patience` (the default config otherwise; 8 levels x 256 codes, CPU). The held-out items stay out of the

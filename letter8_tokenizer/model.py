@@ -10,9 +10,9 @@ __all__ = ['ACTIVATION_LAYERS', 'TRY_COLLAPSED', 'TRY_INIT', 'TRY_MEMORISED', 'm
            'diversity_loss', 'compute_losses', 'build_tokenizer', 'model_device', 'as_input', 'encode_latents',
            'fit_normaliser', 'sample_rows', 'init_codebooks', 'canonical_labels', 'bounded_labels', 'balanced_groups',
            'refresh_groups', 'param_groups', 'make_optimizer', 'StepModule', 'learning_signals', 'train_step',
-           'lloyd_step', 'balanced_lloyd_step', 'refit_codebooks', 'encode_devices', 'encode', 'decode',
-           'reconstruction_mse', 'save_tokenizer', 'load_tokenizer', 'probe_gaps', 'code_metrics', 'init_gaps',
-           'Health', 'learning_health']
+           'decoder_params', 'decoder_step', 'lloyd_step', 'balanced_lloyd_step', 'refit_codebooks', 'encode_devices',
+           'encode', 'decode', 'reconstruction_mse', 'save_tokenizer', 'load_tokenizer', 'probe_gaps', 'code_metrics',
+           'init_gaps', 'Health', 'learning_health']
 
 # %% ../nbs/03_model.ipynb #938ab096
 import math, json, copy, os, secrets, shutil, tempfile, functools, warnings
@@ -29,7 +29,7 @@ from .data import Items, held_out_rows
 from .kmeans import residual_init, check_bounds, balanced_assign, letter_bounds, centroid_means
 from .arrays import check_points
 from .codes import level_sizes
-from .distributed import Shard, gather_rows
+from .distributed import Shard, gather_rows, average_grads
 from .files import write_durable, fsync_dir
 
 # %% ../nbs/03_model.ipynb #f7fa5da9
@@ -583,6 +583,35 @@ def train_step(model:Letter8, # the tokenizer
         for lvl, r, c_ in zip(model.levels, out['residuals'], out['codes'].T): lvl.ema_step(r.detach(), c_)
     losses.update(learning_signals(out, shard if sharded else None))
     return {k: float(v.detach()) if torch.is_tensor(v) else float(v) for k, v in losses.items()}
+
+# %% ../nbs/03_model.ipynb #bb07176c
+def decoder_params(model:Letter8 # the tokenizer
+                  ) -> list:
+    "The decoder's parameters: its MLP, and its linear path when `model.skip`."
+    return [p for m in (model.decoder, model.dec_skip) if m is not None for p in m.parameters()]
+
+def decoder_step(model:Letter8, # the tokenizer
+                 opt:torch.optim.Optimizer, # its optimizer (the one `train_step` uses: the decoder's AdamW state carries on)
+                 emb:torch.Tensor|np.ndarray, # [n, in_dim] item embeddings of one batch (under DDP: this rank's rows)
+                 shard:Shard|None=None, # under DDP: where these rows sit in the global batch
+                ) -> dict:
+    "One step of the decoder alone on the items' nearest codes, encoder and codebooks frozen: `recon`, `total` and the `learning_signals`, as floats."
+    x, sharded = as_input(emb, model), shard is not None and shard.world > 1
+    model.eval()
+    with torch.no_grad():
+        xn = model.normalise(x); z = model.encode_normalised(xn); zq = model.quantize(z)[1]
+    model.decoder.train()
+    recon = model.decode_latent(zq)
+    loss = F.mse_loss(recon, xn)
+    total = model.cfg.loss.recon * loss
+    opt.zero_grad(set_to_none=True)
+    (total * shard.weight if sharded else total).backward()
+    if sharded: average_grads(decoder_params(model))
+    if model.cfg.optim.grad_clip: torch.nn.utils.clip_grad_norm_(decoder_params(model), model.cfg.optim.grad_clip)
+    opt.step()
+    out = dict(recon=loss, total=total, **learning_signals(dict(xn=xn, z=z, recon=recon), shard if sharded else None))
+    model.train()
+    return {k: float(v.detach()) for k, v in out.items()}
 
 # %% ../nbs/03_model.ipynb #0cc2f280
 @torch.no_grad()

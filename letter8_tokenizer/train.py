@@ -14,10 +14,10 @@ from pathlib import Path
 import torch
 from fastcore.basics import patch
 from fastcore.meta import delegates
-from .config import Config, config_to_dict, config_from_dict, override
+from .config import Config, config_to_dict, config_from_dict, override, decoder_start
 from .data import Items, held_out_rows
 from .model import (StepModule, build_tokenizer, init_codebooks, refresh_groups, refit_codebooks, make_optimizer, train_step,
-                                     reconstruction_mse)
+                                     decoder_step, reconstruction_mse)
 from .session import Deadline
 from .checkpoint import data_fingerprint
 from .distributed import Shard, rank_and_world, shard_rows, default_device, broadcast_object
@@ -51,6 +51,7 @@ class TokenizerTask(Trainable):
         self.held = held_out_rows(len(items), self.cfg.data.holdout, self.cfg.seed) if self.cfg.data.holdout else None
         self.train_mask = None if self.held is None else np.isin(np.arange(len(items)), self.held, invert=True)
         self.best = dict(recon=float('inf'), epoch=0, model=None)  # the held-out watch: best score, its epoch, its weights
+        self.decoder_from, self.epoch = decoder_start(self.cfg.optim), 0  # the decoder phase's first epoch; the epoch being trained
 
     def config(self) -> dict:
         "The hyperparameters, hashed into every checkpoint."
@@ -70,7 +71,7 @@ class TokenizerTask(Trainable):
 def batches(self:TokenizerTask, epoch:int, # the epoch
             start:int=0): # first batch
     "The catalog's batches of `epoch` from batch `start` on."
-    c = self.cfg
+    c, self.epoch = self.cfg, epoch
     return self.items.batches(c.optim.batch_size, seed=c.seed, epoch=epoch, start=start, mix=c.data.mix, drop_last=c.data.drop_last,
                               keep=self.train_mask)
 
@@ -83,8 +84,9 @@ def shard(self:TokenizerTask, batch) -> Shard|None: # a batch of `batches`
 @patch
 def step(self:TokenizerTask, batch, # a batch of `batches`
          shard=None) -> dict: # under DDP: this rank's rows
-    "`model.train_step` on the batch (this rank's rows of it)."
+    "`model.train_step` on the batch (this rank's rows of it); in the decoder phase, `model.decoder_step`."
     emb, cf = (batch.emb, batch.cf) if shard is None else (shard.take(batch.emb), None if batch.cf is None else shard.take(batch.cf))
+    if self.epoch >= self.decoder_from: return decoder_step(self.model, self.opt, emb, shard)
     return train_step(self.model, self.opt, emb, cf, shard, self.ddp)
 
 # %% ../nbs/06_train.ipynb #f0e1d2c4
@@ -114,11 +116,11 @@ def load(self:TokenizerTask, state:dict): # a checkpoint's state
 
 @patch
 def end_epoch(self:TokenizerTask, epoch:int) -> dict: # epochs completed
-    "Refit the codebooks every `quantizer.refit_every_epochs` epochs, score the held-out items, then refresh the diversity groups every `loss.diversity_refresh_epochs` (not after the last)."
-    c = self.cfg
-    if c.quantizer.refit_every_epochs and epoch % c.quantizer.refit_every_epochs == 0: refit_levels(self.model, self.items, self.train_mask)
+    "Refit the codebooks every `quantizer.refit_every_epochs` epochs, score the held-out items, then refresh the diversity groups every `loss.diversity_refresh_epochs`; in the decoder phase the codes stay as they are (a last refit where it begins)."
+    c, coding = self.cfg, epoch <= self.decoder_from
+    if coding and c.quantizer.refit_every_epochs and epoch % c.quantizer.refit_every_epochs == 0: refit_levels(self.model, self.items, self.train_mask)
     out = {} if self.held is None else self.watch_held_out(epoch)
-    if not self.finished(epoch) and c.loss.diversity and epoch % c.loss.diversity_refresh_epochs == 0: refresh_groups(self.model)
+    if epoch < self.decoder_from and not self.finished(epoch) and c.loss.diversity and epoch % c.loss.diversity_refresh_epochs == 0: refresh_groups(self.model)
     return out
 
 @patch
