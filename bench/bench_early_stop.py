@@ -12,6 +12,9 @@
   python bench/bench_early_stop.py --holdout 0 --patience 0 --threads 1 --set '{}' --out bench/results/learning_decoder_20k_default.json
   python bench/bench_early_stop.py --catalog /work/cache/wordnet-80k --n 80000 --holdout 0 --patience 0 --threads 1 \
       --set '{"optim.epochs": 40, "optim.decoder_share": 0.5}' --out bench/results/learning_decoder_80k_e40.json
+  # the first letter's own reconstruction (loss.first_letter; bench/results/learning_first_letter_*.json):
+  python bench/bench_early_stop.py --catalog /work/cache/wordnet-80k --n 80000 --holdout 0 --patience 0 --threads 1 \
+      --set '{"optim.epochs": 40, "optim.decoder_share": 0.5, "loss.first_letter": 0.3}' --out bench/results/learning_first_letter_80k_w0.3.json
 
 The run is the product's own path: `train_segment` on the catalog's `.npy` files with `data.holdout` and
 `optim.patience` (the default config otherwise; 8 levels x 256 codes, CPU). The held-out items stay out of the
