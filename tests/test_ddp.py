@@ -26,6 +26,7 @@ def run(tmp_path_factory):
     items = synthetic_catalog(tmp/'catalog', n_items=2000, dim=32)  # 16 batches of 128 per epoch, the last one of 80
     cfg = override(Config(), {'model.hidden': [64, 32], 'model.e_dim': 8, 'model.codebook_size': 16, 'optim.batch_size': 128,
                               'optim.epochs': 4, 'optim.decoder_share': 0.25, 'schedule.save_every_steps': 4, 'schedule.log_every_s': 3600,
+                              'loss.first_letter': 0.3,  # the decoder runs twice in a step's forward pass: DDP must average both paths' gradients
                               'quantizer.refit_every_epochs': 0})  # a refit moves border items, so ranks and one process would differ by more than rounding
     ref = train_segment(cfg, items, tmp/'single', progress=False)
     assert (ref.status, ref.step) == ('done', 64)
@@ -76,6 +77,7 @@ def test_two_ranks_equal_one_process(run):
     assert (r.status, r.step, r.ledger[-1]['world_size']) == ('done', 64, 2)
     got = assert_close_to_single(ref, tmp/'two')
     assert [('commitment' in h) for h in got.meta['history']] == [h['step'] <= 48 for h in got.meta['history']]  # epoch 4: the decoder phase
+    assert [('first_letter' in h) for h in got.meta['history']] == [h['step'] <= 48 for h in got.meta['history']]
     assert got.state['world_size'] == 2 and [x['rank'] for x in got.state['ranks']] == [0, 1]
     # ranks share the stream of batch-wide decisions, so their CPU generators end equal
     assert torch.equal(got.state['ranks'][0]['rng']['torch'], got.state['ranks'][1]['rng']['torch'])
