@@ -8,7 +8,7 @@ compares the trained codes' ratio with the init's. This fits `residual_init` (8 
 0-2 and reads each table's ratio with pair seeds 0-9: the spread across pair seeds is the metric's sampling noise,
 the spread across init seeds what another k-means run would give. Prints a table; writes JSON.
 """
-import argparse, json, platform, time
+import argparse, json, platform, sys, time
 from pathlib import Path
 import numpy as np, torch
 from letter8_tokenizer.data import Items
@@ -33,10 +33,10 @@ def main():
         r = [neighbour_ratio(codes, x, seed=p)[0] for p in range(a.pair_seeds)]
         rows.append(dict(init_seed=s, ratios=r, mean=float(np.mean(r)), sd=float(np.std(r, ddof=1)), init_s=round(fit_s, 1)))
         print(f'| {s} | {np.mean(r):.4f} | {np.std(r, ddof=1):.4f} | {min(r):.4f} | {max(r):.4f} | {fit_s:.0f} |')
-    means = [r['mean'] for r in rows]
+    means, sd = [r['mean'] for r in rows], float(np.mean([r['sd'] for r in rows]))
     print(f'\nacross init seeds: {min(means):.4f} to {max(means):.4f} (range {max(means) - min(means):.4f}); '
-          f'pair-sampling s.d. {np.mean([r["sd"] for r in rows]):.4f}, so a difference of two ratios has s.d. about {np.sqrt(2) * np.mean([r["sd"] for r in rows]):.4f}')
-    out = dict(command='python ' + ' '.join(__import__('sys').argv), catalog=str(cat), items=len(x), threads=a.threads,
+          f'pair-sampling s.d. {sd:.4f}, so a difference of two ratios has s.d. about {np.sqrt(2) * sd:.4f}')
+    out = dict(command='python ' + ' '.join(sys.argv), catalog=str(cat), items=len(x), threads=a.threads,
                platform=platform.processor() or platform.machine(), torch=torch.__version__, rows=rows)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True); Path(a.out).write_text(json.dumps(out, indent=1))
     print(f'wrote {a.out}')
