@@ -68,6 +68,9 @@ def table(h):
     for k in probes + ['neighbour_d1', 'min_used', 'min_perplexity', 'collide']:
         g, m = (f"{d[k]['delta']:+.4f} ± {d[k]['se']:.4f}" if k in d else '' for d in (gap, inits))
         print(f"| {k} | {t[k]:.4g} | {i[k]:.4g} | {r[k]:.4g} | {t[k] / i[k] if i[k] else float('nan'):.3f} | {g} | {m} |")
+    if len(v := h.get('init_neighbour_d1') or []) > 1:  # the verdict reads the neighbour ratio against the inits' mean
+        print(f"| neighbour_d1, {len(v)} inits ({min(v):.4f} to {max(v):.4f}) | {t['neighbour_d1']:.4f} | {np.mean(v):.4f} (mean) | | "
+              f"{t['neighbour_d1'] / np.mean(v):.4f} | | {t['neighbour_d1'] - np.mean(v):+.4f} |")
 
 def transformed(items, name, folder):
     "The catalog with `TRANSFORMS[name]` applied to its embeddings, as `.npy` files in `folder` (the catalog itself when `name` is 'as-is')."

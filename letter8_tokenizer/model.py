@@ -814,7 +814,7 @@ def code_metrics(codes:np.ndarray, # [n, L] codes
                  sizes:list, # codes per level
                  labels:np.ndarray|None=None, # [n, m] labels, coarse to fine
                  mse:float|None=None, # reconstruction MSE in the input space, when known
-                 seed:int=0, # fold and pair sampling seed
+                 seed:int=0, # fold seed, and the random pairs of the neighbour ratio's denominator
                 ) -> dict:
     "What a code table carries: probes at depths 1 and 2 per label level (every item tested once, 5-fold), neighbour ratio at depth 1, usage, perplexity, collisions."
     from letter8_tokenizer.probe import neighbour_ratio, code_usage, collisions
@@ -823,7 +823,7 @@ def code_metrics(codes:np.ndarray, # [n, L] codes
         for j in range(labels.shape[1]):
             acc = _probe_correct(codes, labels[:, j], seed).mean(1)
             out[f'probe{j}_d1'], out[f'probe{j}_d2'] = float(acc[0]), float(acc[-1])
-    out['neighbour_d1'] = neighbour_ratio(codes, x, seed=seed)[0]
+    out['neighbour_d1'] = neighbour_ratio(codes, x, seed=seed, depths=1)[0]
     usage = code_usage(codes, sizes)
     out['min_used'] = min(r['used'] / r['size'] for r in usage)
     out['min_perplexity'] = min(r['utilisation'] for r in usage)
@@ -867,6 +867,11 @@ TRY_PROBES = ("Try: loss.first_letter 0.3, so the first letter alone must rebuil
 TRY_MEMORISED = ("Try: fewer epochs (on WordNet 20k the gain on unseen items peaked early and was gone by epoch 80; model page), "
                  "or use the init codes (`residual_init` on the embeddings) as they are.")
 
+def _inits_said(n, mean):
+    "The init's neighbour ratio in words: one init's, or the mean and range of several."
+    v = n.get('init_neighbour_d1') or []
+    return f"init {mean:.4f}" if len(v) < 2 else f"{len(v)} inits' mean {mean:.4f}, {min(v):.4f} to {max(v):.4f}"
+
 def _verdict(n:dict # the numbers of `learning_health`
             ) -> tuple[str, str]:
     "The verdict and its message from the numbers."
@@ -879,10 +884,11 @@ def _verdict(n:dict # the numbers of `learning_health`
                              f"as random pairs; random codes: {r['neighbour_d1']:.2f}). " + TRY_COLLAPSED)
     gaps = n.get('probe_gap_inits') or n.get('probe_gap', {})  # against several inits' mean when measured, else the one init, paired
     against = f"{len(next(iter(gaps.values()))['deltas'])} inits' mean" if 'probe_gap_inits' in n else "the init's"
-    worse = (['reconstruction'] if t['mse'] > i['mse'] else []) + (['neighbours'] if t['neighbour_d1'] > i['neighbour_d1'] else []) + \
+    nb_init = float(np.mean(n.get('init_neighbour_d1') or [i['neighbour_d1']]))  # the inits' mean when measured, else the one init
+    worse = (['reconstruction'] if t['mse'] > i['mse'] else []) + (['neighbours'] if t['neighbour_d1'] > nb_init else []) + \
             [f"{k} {g['delta']:+.3f} ± {g['se']:.3f}" for k, g in gaps.items() if paired_status(g['delta'], g['se']) == 'worse']
     summary = (f"reconstruction MSE {t['mse']:.3g} of the items it trained on ({t['mse'] / i['mse']:.2f}x the init's, {n['recon_rel']:.0%} of the item variance), "
-               f"neighbour ratio at depth 1 {t['neighbour_d1']:.3f} (init {i['neighbour_d1']:.3f}, random {r['neighbour_d1']:.3f})")
+               f"neighbour ratio at depth 1 {t['neighbour_d1']:.4f} ({_inits_said(n, nb_init)}, random {r['neighbour_d1']:.3f})")
     if gaps:
         d = [g['delta'] for g in gaps.values()]
         summary += (f", probe accuracy {min(d):+.3f} to {max(d):+.3f} against {against} (standard error up to {max(g['se'] for g in gaps.values()):.3f}), "
@@ -923,14 +929,14 @@ def learning_health(model:Letter8, # a trained tokenizer
                     labels:np.ndarray|None=None, # [n, m] labels for the probes; None: the catalog's, if any
                     seed:int=0, # sample, init and probe seed
                     held_out:np.ndarray|None=None, # [m, in_dim] items kept out of the tokenizer's training (and of the init's fit): is the gain learned or memorised? None: the run's own `data.holdout` rows, if any
-                    init_seeds:int=3, # inits (seeds `seed`, `seed`+1, ...) the probes are judged against (`init_gaps`); 1: the seed's init alone, paired
+                    init_seeds:int=3, # inits (seeds `seed`, `seed`+1, ...) the probes (`init_gaps`) and the neighbour ratio (their mean) are judged against; 1: the seed's init alone
                    ) -> Health:
     """Is the tokenizer learning? Latent spread, reconstruction, and trained codes against the init's and random codes.
     The init is fit on the catalog (up to `quantizer.init_sample` items, the checked ones among them), as the tokenizer was:
     an init fit on the checked items alone has far fewer items per code, and would look better than it is. With `held_out`, both
     code and rebuild those unseen items too, each with its own codebooks (nearest code per level). The probes are judged
-    against `init_seeds` inits (`init_gaps`), reconstruction and neighbours against the first, the seed's."""
-    from letter8_tokenizer.probe import shuffle_codes, check_init_seeds
+    against `init_seeds` inits (`init_gaps`), and so is the neighbour ratio (their mean); reconstruction against the first, the seed's."""
+    from letter8_tokenizer.probe import shuffle_codes, check_init_seeds, neighbour_ratio
     init_seeds = check_init_seeds(init_seeds)
     (n, sizes), (held, rows, fit) = (len(items), [lvl.k for lvl in model.levels]), _health_rows(model, items, sample, held_out, seed)
     take = lambda r: np.asarray(items.take(r).emb if isinstance(items, Items) else np.asarray(items)[r], np.float32)
@@ -950,6 +956,7 @@ def learning_health(model:Letter8, # a trained tokenizer
                    random=code_metrics(shuffle_codes(codes, seed), x, sizes, y, None, seed))
     if y is not None: numbers['probe_gap'] = probe_gaps(codes, init_codes, y, seed)
     if y is not None and init_seeds > 1: numbers['probe_gap_inits'] = init_gaps(codes, [i.codes[at] for i in inits], y, seed)
+    if len(inits) > 1: numbers['init_neighbour_d1'] = [numbers['init']['neighbour_d1']] + [neighbour_ratio(i.codes[at], x, seed=seed, depths=1)[0] for i in inits[1:]]
     if held is not None: held_out = items.take(held).emb
     if held_out is not None: numbers['held_out'] = _held_out_numbers(model, init, held_out, x.shape[1])
     return Health(*_verdict(numbers), numbers)

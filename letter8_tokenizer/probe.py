@@ -8,9 +8,9 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/probe.html.md"""
 __all__ = ['VERDICTS', 'PANELS', 'check_rows', 'perplexity', 'code_usage', 'prefix_ids', 'collisions', 'collision_buckets',
            'check_codebooks', 'reconstruction', 'split_items', 'shuffle_codes', 'prefix_features', 'prefix_predict',
            'prefix_probe', 'majority_accuracy', 'prefix_probe_cv', 'paired_gap', 'paired_status', 'pooled_gap',
-           'check_init_seeds', 'embedding_probe', 'neighbour_ratio', 'relative_spread', 'item_variance',
-           'mean_reconstruction_mse', 'item_mse', 'gains', 'judge', 'ProbeReport', 'compare_codes', 'probe', 'compare',
-           'InlineFigure', 'nearest', 'code_items', 'items_html', 'write_report']
+           'check_init_seeds', 'embedding_probe', 'within_distance', 'neighbour_ratio', 'relative_spread',
+           'item_variance', 'mean_reconstruction_mse', 'item_mse', 'gains', 'judge', 'ProbeReport', 'compare_codes',
+           'probe', 'compare', 'InlineFigure', 'nearest', 'code_items', 'items_html', 'write_report']
 
 # %% ../nbs/07_probe.ipynb #5ec1f014
 import base64, html, io, json, math, time, warnings
@@ -312,15 +312,20 @@ def embedding_probe(x, # [n, dim] embeddings (a memmap is fine: only sampled row
     return float((model.predict(np.asarray(x[test], np.float32)) == y[test]).mean())
 
 # %% ../nbs/07_probe.ipynb #070727af
-def _pair_distance(x, i, j):
-    return np.linalg.norm(np.asarray(x[i], np.float64) - np.asarray(x[j], np.float64), axis=1)
+def _pair_distance(x, i, j, chunk=1 << 15):
+    "L2 distance of rows `i[k]` and `j[k]` of `x`, in float64, a chunk of pairs at a time (memmaps welcome)."
+    return np.concatenate([np.linalg.norm(np.asarray(x[i[s:s+chunk]], np.float64) - np.asarray(x[j[s:s+chunk]], np.float64), axis=1)
+                           for s in range(0, len(i), chunk)] or [np.zeros(0)])
+
+def _runs(col):
+    "`(order, starts, sizes)`: the rows sorted by `col`, and where each run of equal values starts and how long it is."
+    order = np.argsort(col, kind='stable')
+    starts = np.r_[0, np.flatnonzero(np.diff(col[order])) + 1] if len(col) else np.zeros(0, np.int64)
+    return order, starts, np.diff(np.r_[starts, len(col)])
 
 def _same_prefix_pairs(col, pairs, rng):
     "Up to `pairs` random (i, j), i != j, with the same value of `col`."
-    order = np.argsort(col, kind='stable')
-    sorted_ids = col[order]
-    starts = np.r_[0, np.flatnonzero(np.diff(sorted_ids)) + 1]
-    size = np.diff(np.r_[starts, len(col)])
+    order, starts, size = _runs(col)
     start_of, size_of = np.repeat(starts, size), np.repeat(size, size)
     pos = np.flatnonzero(size_of > 1)
     if len(pos) > pairs: pos = rng.choice(pos, pairs, replace=False)
@@ -328,20 +333,53 @@ def _same_prefix_pairs(col, pairs, rng):
     partner = start_of[pos] + (rank + 1 + rng.integers(0, m - 1)) % m
     return order[pos], order[partner]
 
+# %% ../nbs/07_probe.ipynb #9fb50651
+def _group_distance_sum(x, rows, chunk_cells=1 << 22):
+    "Sum of the L2 distances of the ordered pairs (i != j) of `rows`: one group, a block of its distance matrix at a time."
+    g = np.asarray(x[rows], np.float64); sq = (g * g).sum(1); step = max(1, chunk_cells // len(g)); total = 0.0
+    for s in range(0, len(g), step):
+        d2 = sq[s:s+step, None] + sq[None] - 2 * g[s:s+step] @ g.T
+        d2[np.arange(len(d2)), np.arange(s, s + len(d2))] = 0
+        total += np.sqrt(np.maximum(d2, 0)).sum()
+    return total
+
+def within_distance(x, # [n, dim] embeddings
+                    col, # [n] group of each row (e.g. a column of `prefix_ids`)
+                    small:int=64, # groups up to this size are measured pair by pair, larger ones as distance matrices
+                   ) -> float:
+    "Exact: over the rows whose group holds another row, the mean of their mean distance to the rest of their group (NaN when none)."
+    order, starts, size = _runs(np.asarray(col))
+    shared = size > 1
+    if not shared.any(): return float('nan')
+    total = sum(_group_distance_sum(x, order[s:s+m]) / (m - 1) for s, m in zip(starts[size > small], size[size > small]))
+    pos = np.flatnonzero(np.repeat(shared & (size <= small), size))  # sorted positions of the rows in small groups
+    rank, size_of = pos - np.repeat(starts, size)[pos], np.repeat(size, size)[pos]
+    for k in range(1, int(size_of.max(initial=1))):  # each pair (rank r, rank r + k) once, counted for both its rows
+        at = rank + k < size_of
+        total += (2 * _pair_distance(x, order[pos[at]], order[pos[at] + k]) / (size_of[at] - 1)).sum()
+    return float(total / size[shared].sum())
+
+# %% ../nbs/07_probe.ipynb #158459e7
 def neighbour_ratio(codes, # [n, L] integer codes
-                    x, # [n, dim] embeddings (or CF embeddings); only sampled rows are read
-                    pairs:int=20_000, # pairs drawn per depth, and random pairs
-                    seed:int=0, # sampling seed
+                    x, # [n, dim] embeddings (or CF embeddings)
+                    pairs:int=200_000, # random pairs for the denominator (all pairs when there are no more); drawn pairs where a depth exceeds `max_pairs`
+                    seed:int=0, # seeds the random pairs
+                    max_pairs:int=50_000_000, # a depth with more same-prefix pairs than this is sampled, not measured exactly
+                    depths:int|None=None, # the first `depths` depths; None: all
                    ) -> list[float]:
-    "Per depth: mean distance of pairs sharing the depth-`d` prefix over that of random pairs (NaN where none share)."
+    "Per depth: mean distance of items sharing the depth-`d` prefix (exact) over that of random pairs (NaN where none share)."
     ids, rng = prefix_ids(codes), np.random.default_rng(seed)
     n = len(ids)
-    i = rng.integers(0, n, pairs); j = (i + 1 + rng.integers(0, n - 1, pairs)) % n
-    base = _pair_distance(x, i, j).mean()
+    if n * (n - 1) // 2 <= pairs: base = within_distance(x, np.zeros(n, np.int64))
+    else:
+        i = rng.integers(0, n, pairs); base = _pair_distance(x, i, (i + 1 + rng.integers(0, n - 1, pairs)) % n).mean()
     out = []
-    for d in range(ids.shape[1]):
-        a, b = _same_prefix_pairs(ids[:, d], pairs, rng)
-        out.append(float(_pair_distance(x, a, b).mean() / base) if len(a) else float('nan'))
+    for d in range(ids.shape[1] if depths is None else min(depths, ids.shape[1])):
+        size = np.bincount(ids[:, d])
+        if (size * (size - 1) // 2).sum() <= max_pairs: out.append(within_distance(x, ids[:, d]) / base)
+        else:
+            a, b = _same_prefix_pairs(ids[:, d], pairs, rng)
+            out.append(float(_pair_distance(x, a, b).mean() / base))
     return out
 
 # %% ../nbs/07_probe.ipynb #4c5f9437
@@ -694,7 +732,7 @@ def probe(codes, # [n, L] integer codes, one row per item
           decode:Callable|None=None, # optional decode(z, depth) -> item space, for `item_mse`/`item_explained`
           test_share:float=0.2, # share of items held out by the chance and raw-embedding baselines (the code probes test every item, 5-fold)
           alpha:float=0.1, # smoothing of the prefix probes
-          pairs:int=20_000, # pairs drawn per depth by `neighbour_ratio`
+          pairs:int=200_000, # random pairs for the denominator of `neighbour_ratio` (same-prefix pairs are all measured)
           raw_probe:bool=True, # also fit the (slower) logistic regression on the raw embeddings
           init_codes=None, # [n, L] init codes to compare with; None: `residual_init` on `emb` (same level sizes, seeds from `seed`) when `compare_init`
           compare_init:bool=True, # compute the init codes when `init_codes` is None
