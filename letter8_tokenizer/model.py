@@ -848,7 +848,7 @@ class Health:
     "The verdict of `learning_health`: 'ok', 'no better than init' or 'collapsed', in words, with the numbers."
     verdict: str # 'ok', 'no better than init' or 'collapsed'
     message: str # what happened and what to try, in words
-    numbers: dict # latent_spread, recon_rel, `code_metrics` of the trained, init and random codes; with labels, `probe_gap` (trained against init) and `probe_gap_inits` (`init_gaps`)
+    numbers: dict # first_letter (the run's `loss.first_letter`), latent_spread, recon_rel, `code_metrics` of the trained, init and random codes; with labels, `probe_gap` (trained against init) and `probe_gap_inits` (`init_gaps`)
     @property
     def ok(self) -> bool:
         "True when the verdict is 'ok'."
@@ -893,7 +893,7 @@ def _verdict(n:dict # the numbers of `learning_health`
         d = [g['delta'] for g in gaps.values()]
         summary += (f", probe accuracy {min(d):+.3f} to {max(d):+.3f} against {against} (standard error up to {max(g['se'] for g in gaps.values()):.3f}), "
                     f"at least {min(t[k] - r[k] for k in probes):+.2f} against random codes")
-    hint = TRY_PROBES if any(w.startswith('probe') for w in worse) else TRY_INIT
+    hint = TRY_PROBES if any(w.startswith('probe') for w in worse) and not n.get('first_letter') else TRY_INIT  # no advice to set what is set
     if worse and 'reconstruction' not in worse:  # better codes of the same meaning: say both halves
         return 'no better than init', (f"Rebuilds the items better than the training-free init ({t['mse'] / i['mse']:.2f}x its error) but groups "
                                        f"them no better ({', '.join(worse)}): {summary}. " + hint)
@@ -950,7 +950,7 @@ def learning_health(model:Letter8, # a trained tokenizer
     xn = model.normalise(torch.as_tensor(x)).numpy()
     mse = float(((decode(model, codes) - x) ** 2).mean())
     init_mse = float(((init.decode(init_codes) - x) ** 2).mean())
-    numbers = dict(items=len(x), latent_spread=float(np.sqrt(z.var(0).mean() / max(xn.var(0).mean(), 1e-30))),
+    numbers = dict(items=len(x), first_letter=float(model.cfg.loss.first_letter), latent_spread=float(np.sqrt(z.var(0).mean() / max(xn.var(0).mean(), 1e-30))),
                    recon_rel=mse / max(float(x.var(0).mean()), 1e-30),
                    trained=code_metrics(codes, x, sizes, y, mse, seed), init=code_metrics(init_codes, x, sizes, y, init_mse, seed),
                    random=code_metrics(shuffle_codes(codes, seed), x, sizes, y, None, seed))
