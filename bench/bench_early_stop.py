@@ -87,7 +87,7 @@ def main():
     ap.add_argument('--catalog', default='/work/cache/wordnet-20k', help='a WordNet catalog folder (bench/build_wordnet.py), built when missing')
     ap.add_argument('--n', type=int, default=20000, help='synsets when the catalog must be built (0: all)')
     ap.add_argument('--holdout', type=float, default=0.2, help='data.holdout: share of the items held out of training (0: none, every epoch runs)')
-    ap.add_argument('--patience', type=int, default=5, help='optim.patience: epochs without a lower held-out error before the run stops (0: none)')
+    ap.add_argument('--patience', type=int, default=5, help='optim.patience: epochs without a lower held-out error that end the joint epochs (then the decoder phase) or, in the decoder phase, the run (0: none)')
     ap.add_argument('--threads', type=int, default=1, help='torch threads (1: the recorded runs)')
     ap.add_argument('--set', default='{"model.precision": "bfloat16"}', help='JSON config overrides, dotted keys')
     ap.add_argument('--health-sample', type=int, default=0, help="items learning_health checks (0: every item the run trained on; its default is 5,000)")

@@ -74,7 +74,7 @@ class OptimConfig:
     epochs: int = 200 # passes over the catalog, the decoder phase's included (WordNet 20k, 8 x 256: 0.49x the init's reconstruction error; 0.66x without the decoder phase; model page)
     decoder_share: float = 0.1 # the last share of `epochs` (rounded) trains the decoder alone on codes that no longer move (encoder, codebooks and groups frozen, no refits), so it learns the catalog's final codes instead of chasing moving ones (WordNet 80k: 20 + 20 epochs 0.80x the init's error, 200 without it 0.88x; model page); 0: none
     grad_clip: float|None = None # clip the gradient norm to this, when set
-    patience: int|None = None # with data.holdout: stop after this many epochs without a lower held-out reconstruction error, keeping the best epoch's weights; None: run every epoch
+    patience: int|None = None # with data.holdout: this many epochs without a lower held-out reconstruction error end the joint epochs (the decoder phase then starts from the best epoch's weights) and, in the decoder phase, the run, which keeps the best epoch's weights; None: run every epoch
 
 # %% ../nbs/02_config.ipynb #836444d2
 def decoder_start(optim:OptimConfig # the run's optimiser settings

@@ -104,8 +104,9 @@ def refit_levels(model, # the tokenizer (`Letter8`); its codebooks and EMA stati
 # %% ../nbs/06_train.ipynb #a6fab0c0
 @patch
 def state(self:TokenizerTask) -> dict:
-    "Weights (with EMA statistics), optimiser, diversity groups, the held-out watch."
-    return dict(model=self.model.state_dict(), optim=self.opt.state_dict(), groups=[g for g in self.model.groups], best=self.best)
+    "Weights (with EMA statistics), optimiser, diversity groups, the held-out watch, and where the decoder phase begins and the run ends."
+    return dict(model=self.model.state_dict(), optim=self.opt.state_dict(), groups=[g for g in self.model.groups], best=self.best,
+                schedule=dict(epochs=self.epochs, decoder_from=self.decoder_from))
 
 @patch
 def load(self:TokenizerTask, state:dict): # a checkpoint's state
@@ -113,13 +114,15 @@ def load(self:TokenizerTask, state:dict): # a checkpoint's state
     self.model.load_state_dict(state['model']); self.opt.load_state_dict(state['optim'])
     self.model.groups = [None if g is None else torch.as_tensor(g, device=self.device) for g in state['groups']]
     self.best = state.get('best', self.best)  # checkpoints from before the held-out watch have none
+    if 'schedule' in state: self.epochs, self.decoder_from = state['schedule']['epochs'], state['schedule']['decoder_from']
 
 @patch
 def end_epoch(self:TokenizerTask, epoch:int) -> dict: # epochs completed
-    "Refit the codebooks every `quantizer.refit_every_epochs` epochs, score the held-out items, then refresh the diversity groups every `loss.diversity_refresh_epochs`; in the decoder phase the codes stay as they are (a last refit where it begins)."
+    "Refit the codebooks every `quantizer.refit_every_epochs` epochs, score the held-out items (out of patience in the joint epochs: on to the decoder phase), then refresh the diversity groups every `loss.diversity_refresh_epochs`; in the decoder phase the codes stay as they are (a last refit where it begins)."
     c, coding = self.cfg, epoch <= self.decoder_from
     if coding and c.quantizer.refit_every_epochs and epoch % c.quantizer.refit_every_epochs == 0: refit_levels(self.model, self.items, self.train_mask)
     out = {} if self.held is None else self.watch_held_out(epoch)
+    if epoch < self.decoder_from < self.epochs and self.out_of_patience(epoch): self.start_decoder_phase(epoch)
     if epoch < self.decoder_from and not self.finished(epoch) and c.loss.diversity and epoch % c.loss.diversity_refresh_epochs == 0: refresh_groups(self.model)
     return out
 
@@ -140,11 +143,24 @@ def watch_held_out(self:TokenizerTask, epoch:int # epochs completed
     return dict(held_out_recon=err, best_epoch=self.best['epoch'])
 
 @patch
+def out_of_patience(self:TokenizerTask, epoch:int # epochs completed
+                   ) -> bool:
+    "`optim.patience` epochs or more since the lowest held-out error (never without held-out items or patience)."
+    p = self.cfg.optim.patience
+    return p is not None and self.held is not None and epoch - self.best['epoch'] >= p
+
+@patch
 def finished(self:TokenizerTask, epoch:int # epochs completed
             ) -> bool:
-    "All epochs run, or `optim.patience` epochs without a lower held-out error."
-    p = self.cfg.optim.patience
-    return epoch >= self.epochs or (p is not None and self.held is not None and epoch - self.best['epoch'] >= p)
+    "All epochs run, or out of patience in the decoder phase (or in a run without one); in the joint epochs patience ends them instead."
+    return epoch >= self.epochs or (self.out_of_patience(epoch) and (epoch > self.decoder_from or self.decoder_from >= self.epochs))
+
+@patch
+def start_decoder_phase(self:TokenizerTask, epoch:int # epochs completed: the joint epochs end here
+                       ):
+    "Out of patience in the joint epochs: back to the best epoch's weights (and codebooks), and the decoder phase, its planned length, starts now."
+    if self.best['epoch'] != epoch: self.model.load_state_dict(self.best['model'])
+    self.epochs, self.decoder_from = epoch + self.epochs - self.decoder_from, epoch
 
 # %% ../nbs/06_train.ipynb #5feb7768
 def _ddp_module(model, items, device):

@@ -128,10 +128,12 @@ def test_scale_invariance(catalog, trained):
 
 def test_held_out_split_and_early_stopping(catalog, tmp_path):
     """The product's own path on real items: `train_segment` with `data.holdout` and `optim.patience`, then
-    `learning_health`, which finds the run's held-out rows itself. On 3,000 training items (8 x 32 codes) training
-    does not carry over to unseen items: their error is lowest after epoch 1 and then rises (measured 0.713, 0.728,
-    0.730, 0.729 of their variance), so the run stops 3 epochs later, ends on epoch 1's weights, and the guard says
-    what it is (measured 1.03x the init's error on the unseen items; 1.00x with lr 3e-4). On WordNet 20k the same
+    `learning_health`, which finds the run's held-out rows itself. On 3,000 training items (8 x 32 codes) the joint
+    epochs do not carry over to unseen items: their error is lowest after epoch 1 and then rises (measured 0.712,
+    0.727, 0.728, 0.726 of their variance), so patience ends the joint epochs 3 epochs later and the decoder phase
+    starts from epoch 1's weights; it lowers the unseen items' error (measured 0.694, 0.687, 0.685, 0.684), so the
+    run ends on its last epoch. The guard then reads the unseen items against the init (measured 0.99x its error:
+    'Memorised, not learned' from 0.99 up), and a run without a gain on them never reads 'ok'. On WordNet 20k the same
     split gains 5% over the init (bench/bench_early_stop.py)."""
     from letter8_tokenizer.train import train_segment, resolve_config
     from letter8_tokenizer.loop import read_metrics
@@ -141,10 +143,14 @@ def test_held_out_split_and_early_stopping(catalog, tmp_path):
     ends = [row['held_out_recon'] for row in read_metrics(tmp_path/'run') if 'held_out_recon' in row]
     st = Checkpointer(tmp_path/'run').load().state
     best = st['best']['epoch']
-    assert r.status == 'done' and len(ends) < 40 and len(ends) - best == 3 and ends[best - 1] == min(ends), (ends, best)
+    dec = st['schedule']['decoder_from']  # where patience ended the joint epochs: 3 after their best
+    assert r.status == 'done' and dec == int(np.argmin(ends[:dec])) + 1 + 3 and dec + 1 <= len(ends) <= dec + 4, (ends, dec)
+    assert ends[best - 1] == min(ends) and (len(ends) == dec + 4 or len(ends) - best >= 3), (ends, best)
     assert all(torch.equal(st['model'][k], st['best']['model'][k]) for k in st['model'])
     model = build_tokenizer(resolve_config(cfg, catalog), catalog); model.load_state_dict(st['model'])
     h = learning_health(model, catalog, sample=None)
     held = h.numbers['held_out']
-    assert held['items'] == 1000 and h.numbers['items'] == 3000, held
-    assert held['mse'] > 0.99 * held['init_mse'] and h.verdict == 'no better than init', (held, str(h))
+    assert min(ends[dec:]) < 0.98 * min(ends[:dec]), ends  # the decoder phase carries over to unseen items
+    ratio = held['mse'] / held['init_mse']
+    assert held['items'] == 1000 and h.numbers['items'] == 3000 and 0.9 < ratio < 1.1, held
+    assert ratio < 0.99 or h.verdict == 'no better than init', (ratio, str(h))  # no gain on unseen items is never 'ok'
