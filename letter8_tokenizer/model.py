@@ -872,6 +872,7 @@ def _inits_said(n, mean):
     v = n.get('init_neighbour_d1') or []
     return f"init {mean:.4f}" if len(v) < 2 else f"{len(v)} inits' mean {mean:.4f}, {min(v):.4f} to {max(v):.4f}"
 
+# %% ../nbs/03_model.ipynb #41a47730
 def _verdict(n:dict # the numbers of `learning_health`
             ) -> tuple[str, str]:
     "The verdict and its message from the numbers."
