@@ -316,11 +316,11 @@ def _show(s:_Seg):
     "Redraw the progress panel (when there is one)."
     if not s.bar: return
     d, ck = s.deadline, s.ckpt
-    s.bar.total = s.task.epochs * s.task.n_batches()  # a task may shorten its run (early stopping: training page)
+    s.bar.total = total = s.task.epochs * s.task.n_batches()  # a task may shorten its run (early stopping: training page)
     s.bar.update(step=s.step, epoch=f"{s.epoch}/{s.task.epochs}", loss=f"{s.losses.get(s.task.loss_key, float('nan')):.4f}",
                  time_left=fmt_seconds(d.time_left()), committed=ck.last_committed.name if ck.last_committed else '-',
                  steps_per_s=f"{s.steps / max(time.time() - s.t_start, 1e-9):.2f}",
-                 eta=fmt_seconds(d.eta(s.task.epochs * s.task.n_batches() - s.step, s.task.epochs - s.epoch)))
+                 eta=fmt_seconds(d.eta(total - s.step, s.task.epochs - s.epoch)))
 
 def _end_epoch(s:_Seg) -> dict:
     "The task's epoch end, timed for the deadline and left out of the step's cycle."

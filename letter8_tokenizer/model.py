@@ -815,6 +815,7 @@ def code_metrics(codes:np.ndarray, # [n, L] codes
                  labels:np.ndarray|None=None, # [n, m] labels, coarse to fine
                  mse:float|None=None, # reconstruction MSE in the input space, when known
                  seed:int=0, # fold seed, and the random pairs of the neighbour ratio's denominator
+                 base:float|None=None, # that denominator (`probe.pair_distance_mean`), to share it between code tables of the same items
                 ) -> dict:
     "What a code table carries: probes at depths 1 and 2 per label level (every item tested once, 5-fold), neighbour ratio at depth 1, usage, perplexity, collisions."
     from letter8_tokenizer.probe import neighbour_ratio, code_usage, collisions
@@ -823,7 +824,7 @@ def code_metrics(codes:np.ndarray, # [n, L] codes
         for j in range(labels.shape[1]):
             acc = _probe_correct(codes, labels[:, j], seed).mean(1)
             out[f'probe{j}_d1'], out[f'probe{j}_d2'] = float(acc[0]), float(acc[-1])
-    out['neighbour_d1'] = neighbour_ratio(codes, x, seed=seed, depths=1)[0]
+    out['neighbour_d1'] = neighbour_ratio(codes, x, seed=seed, depths=1, base=base)[0]
     usage = code_usage(codes, sizes)
     out['min_used'] = min(r['used'] / r['size'] for r in usage)
     out['min_perplexity'] = min(r['utilisation'] for r in usage)
@@ -937,7 +938,7 @@ def learning_health(model:Letter8, # a trained tokenizer
     an init fit on the checked items alone has far fewer items per code, and would look better than it is. With `held_out`, both
     code and rebuild those unseen items too, each with its own codebooks (nearest code per level). The probes are judged
     against `init_seeds` inits (`init_gaps`), and so is the neighbour ratio (their mean); reconstruction against the first, the seed's."""
-    from letter8_tokenizer.probe import shuffle_codes, check_init_seeds, neighbour_ratio
+    from letter8_tokenizer.probe import shuffle_codes, check_init_seeds, neighbour_ratio, pair_distance_mean
     init_seeds = check_init_seeds(init_seeds)
     (n, sizes), (held, rows, fit) = (len(items), [lvl.k for lvl in model.levels]), _health_rows(model, items, sample, held_out, seed)
     take = lambda r: np.asarray(items.take(r).emb if isinstance(items, Items) else np.asarray(items)[r], np.float32)
@@ -949,15 +950,15 @@ def learning_health(model:Letter8, # a trained tokenizer
     y = None if labels is None else np.asarray(labels).reshape(n, -1)[rows]
     codes, z, _ = encode(model, x, latents=True)
     xn = model.normalise(torch.as_tensor(x)).numpy()
-    mse = float(((decode(model, codes) - x) ** 2).mean())
+    mse, base = float(((decode(model, codes) - x) ** 2).mean()), pair_distance_mean(x, seed=seed)  # one neighbour-ratio denominator for every table
     init_mse = float(((init.decode(init_codes) - x) ** 2).mean())
     numbers = dict(items=len(x), first_letter=float(model.cfg.loss.first_letter), latent_spread=float(np.sqrt(z.var(0).mean() / max(xn.var(0).mean(), 1e-30))),
                    recon_rel=mse / max(float(x.var(0).mean()), 1e-30),
-                   trained=code_metrics(codes, x, sizes, y, mse, seed), init=code_metrics(init_codes, x, sizes, y, init_mse, seed),
-                   random=code_metrics(shuffle_codes(codes, seed), x, sizes, y, None, seed))
+                   trained=code_metrics(codes, x, sizes, y, mse, seed, base), init=code_metrics(init_codes, x, sizes, y, init_mse, seed, base),
+                   random=code_metrics(shuffle_codes(codes, seed), x, sizes, y, None, seed, base))
     if y is not None: numbers['probe_gap'] = probe_gaps(codes, init_codes, y, seed)
     if y is not None and init_seeds > 1: numbers['probe_gap_inits'] = init_gaps(codes, [i.codes[at] for i in inits], y, seed)
-    if len(inits) > 1: numbers['init_neighbour_d1'] = [numbers['init']['neighbour_d1']] + [neighbour_ratio(i.codes[at], x, seed=seed, depths=1)[0] for i in inits[1:]]
+    if len(inits) > 1: numbers['init_neighbour_d1'] = [numbers['init']['neighbour_d1']] + [neighbour_ratio(i.codes[at], x, seed=seed, depths=1, base=base)[0] for i in inits[1:]]
     if held is not None: held_out = items.take(held).emb
     if held_out is not None: numbers['held_out'] = _held_out_numbers(model, init, held_out, x.shape[1])
     return Health(*_verdict(numbers), numbers)

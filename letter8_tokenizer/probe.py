@@ -8,9 +8,9 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/probe.html.md"""
 __all__ = ['VERDICTS', 'PANELS', 'check_rows', 'perplexity', 'code_usage', 'prefix_ids', 'collisions', 'collision_buckets',
            'check_codebooks', 'reconstruction', 'split_items', 'shuffle_codes', 'prefix_features', 'prefix_predict',
            'prefix_probe', 'majority_accuracy', 'prefix_probe_cv', 'paired_gap', 'paired_status', 'pooled_gap',
-           'check_init_seeds', 'embedding_probe', 'within_distance', 'neighbour_ratio', 'relative_spread',
-           'item_variance', 'mean_reconstruction_mse', 'item_mse', 'gains', 'judge', 'ProbeReport', 'compare_codes',
-           'probe', 'compare', 'InlineFigure', 'nearest', 'code_items', 'items_html', 'write_report']
+           'check_init_seeds', 'embedding_probe', 'within_distance', 'pair_distance_mean', 'neighbour_ratio',
+           'relative_spread', 'item_variance', 'mean_reconstruction_mse', 'item_mse', 'gains', 'judge', 'ProbeReport',
+           'compare_codes', 'probe', 'compare', 'InlineFigure', 'nearest', 'code_items', 'items_html', 'write_report']
 
 # %% ../nbs/07_probe.ipynb #5ec1f014
 import base64, html, io, json, math, time, warnings
@@ -360,19 +360,28 @@ def within_distance(x, # [n, dim] embeddings
     return float(total / size[shared].sum())
 
 # %% ../nbs/07_probe.ipynb #158459e7
+def pair_distance_mean(x, # [n, dim] embeddings
+                       pairs:int=200_000, # random pairs drawn when there are more pairs than this; else every pair
+                       seed:int=0, # seeds the random pairs
+                      ) -> float:
+    "Mean distance of two different items: exact when there are at most `pairs` pairs, else over `pairs` drawn ones."
+    n = len(x)
+    if n * (n - 1) // 2 <= pairs: return within_distance(x, np.zeros(n, np.int64))
+    rng = np.random.default_rng(seed)
+    i = rng.integers(0, n, pairs)
+    return float(_pair_distance(x, i, (i + 1 + rng.integers(0, n - 1, pairs)) % n).mean())
+
 def neighbour_ratio(codes, # [n, L] integer codes
                     x, # [n, dim] embeddings (or CF embeddings)
                     pairs:int=200_000, # random pairs for the denominator (all pairs when there are no more); drawn pairs where a depth exceeds `max_pairs`
                     seed:int=0, # seeds the random pairs
                     max_pairs:int=50_000_000, # a depth with more same-prefix pairs than this is sampled, not measured exactly
                     depths:int|None=None, # the first `depths` depths; None: all
+                    base:float|None=None, # the denominator, `pair_distance_mean(x, pairs, seed)`: pass it to share it between code tables of the same items
                    ) -> list[float]:
     "Per depth: mean distance of items sharing the depth-`d` prefix (exact) over that of random pairs (NaN where none share)."
-    ids, rng = prefix_ids(codes), np.random.default_rng(seed)
-    n = len(ids)
-    if n * (n - 1) // 2 <= pairs: base = within_distance(x, np.zeros(n, np.int64))
-    else:
-        i = rng.integers(0, n, pairs); base = _pair_distance(x, i, (i + 1 + rng.integers(0, n - 1, pairs)) % n).mean()
+    ids, rng = prefix_ids(codes), np.random.default_rng([seed, 1])
+    base = pair_distance_mean(x, pairs, seed) if base is None else base
     out = []
     for d in range(ids.shape[1] if depths is None else min(depths, ids.shape[1])):
         size = np.bincount(ids[:, d])
@@ -642,10 +651,11 @@ def _label_probes(sets, labels, emb, names, seed, test_share, alpha, raw, inits=
 
 def _neighbours(sets, emb, cf, pairs, seed):
     "Neighbour ratio per depth: the trained codes' (`ratio`, and `cf_ratio` on CF), the init's and random codes'."
-    rows = [dict(depth=d + 1, prefix=LETTERS[:d+1], ratio=r) for d, r in enumerate(neighbour_ratio(sets['trained'], emb, pairs, seed))]
+    base = pair_distance_mean(emb, pairs, seed)  # one denominator for every code table of these items
+    rows = [dict(depth=d + 1, prefix=LETTERS[:d+1], ratio=r) for d, r in enumerate(neighbour_ratio(sets['trained'], emb, pairs, seed, base=base))]
     for key in ('init', 'random'):
         if sets.get(key) is None: continue
-        for row, r in zip(rows, neighbour_ratio(sets[key], emb, pairs, seed)): row[key] = r
+        for row, r in zip(rows, neighbour_ratio(sets[key], emb, pairs, seed, base=base)): row[key] = r
     if cf is not None:
         for row, r in zip(rows, neighbour_ratio(sets['trained'], cf, pairs, seed)): row['cf_ratio'] = r
     return rows
