@@ -6,7 +6,7 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/config.html.md"""
 
 # %% auto #0
 __all__ = ['RANGES', 'PRECISIONS', 'ACTIVATIONS', 'ModelConfig', 'QuantizerConfig', 'LossConfig', 'OptimConfig', 'decoder_start',
-           'DataConfig', 'ScheduleConfig', 'Config', 'config_from_dict', 'check_config', 'config_to_dict',
+           'run_epochs', 'DataConfig', 'ScheduleConfig', 'Config', 'config_from_dict', 'check_config', 'config_to_dict',
            'load_config', 'save_config', 'override', 'config_hash', 'config_diff']
 
 # %% ../nbs/02_config.ipynb #f84109a3
@@ -73,14 +73,25 @@ class OptimConfig:
     batch_size: int = 1024 # items per step
     epochs: int = 200 # passes over the catalog, the decoder phase's included (WordNet 20k, 8 x 256: 0.49x the init's reconstruction error; 0.66x without the decoder phase; model page)
     decoder_share: float = 0.1 # the last share of `epochs` (rounded) trains the decoder alone on codes that no longer move (encoder, codebooks and groups frozen, no refits), so it learns the catalog's final codes instead of chasing moving ones (WordNet 80k: 20 + 20 epochs 0.80x the init's error, 200 without it 0.88x; model page); 0: none
+    joint_steps: int|None = 3600 # the joint epochs end at the first epoch's end at or past this many optimiser steps, and the decoder phase, its planned length, follows: a larger catalog takes more steps per epoch, and past about this many its first letters drift from the init's grouping (WordNet 80k: 46 + 20 epochs group items as the init does, 0.8522 against 0.8529 after 180 + 20, at 0.79x its error in a third of the epochs; 20k: the default's own 180 epochs of 20 steps; model page); None: every joint epoch
     grad_clip: float|None = None # clip the gradient norm to this, when set
     patience: int|None = None # with data.holdout: this many epochs without a lower held-out reconstruction error end the joint epochs (the decoder phase then starts from the best epoch's weights) and, in the decoder phase, the run, which keeps the best epoch's weights; None: run every epoch
 
 # %% ../nbs/02_config.ipynb #836444d2
-def decoder_start(optim:OptimConfig # the run's optimiser settings
+def decoder_start(optim:OptimConfig, # the run's optimiser settings
+                  n_batches:int|None=None, # steps per epoch; None: ignore `joint_steps`
                  ) -> int:
-    "The first epoch (0-based) of the decoder phase: `epochs` minus their `decoder_share`, rounded half up; `epochs` when there is none."
-    return optim.epochs - math.floor(optim.epochs * optim.decoder_share + 0.5)
+    "The first epoch (0-based) of the decoder phase: `epochs` minus their `decoder_share`, rounded half up (`epochs` when there is none), or, given `n_batches`, the first epoch's end at or past `joint_steps` steps when that comes sooner."
+    planned = optim.epochs - math.floor(optim.epochs * optim.decoder_share + 0.5)
+    if n_batches is None or optim.joint_steps is None: return planned
+    return min(planned, math.ceil(optim.joint_steps / n_batches))
+
+def run_epochs(optim:OptimConfig, # the run's optimiser settings
+               n_batches:int, # steps per epoch
+              ) -> tuple[int, int]:
+    "The decoder phase's first epoch and the run's epochs: joint epochs cut short by `joint_steps` keep the decoder phase's planned length."
+    start = decoder_start(optim, n_batches)
+    return start, start + optim.epochs - decoder_start(optim)
 
 # %% ../nbs/02_config.ipynb #03e18130
 @dataclass
@@ -174,7 +185,7 @@ RANGES = {'model.in_dim': _num(1, none=True), 'model.e_dim': _num(1, none=True),
           'optim.lr': _num(0, lo_open=True), 'optim.weight_decay': _NONNEG, 'optim.encoder_lr_scale': _NONNEG, 'optim.batch_size': _POS, 'optim.epochs': _POS,
           'optim.decoder_share': _num(0, 1),
           'optim.grad_clip': _num(0, lo_open=True, none=True),
-          'data.chunk_rows': _POS, 'data.mix': _POS, 'data.holdout': _num(0, 0.5), 'optim.patience': _num(1, none=True),
+          'data.chunk_rows': _POS, 'data.mix': _POS, 'data.holdout': _num(0, 0.5), 'optim.patience': _num(1, none=True), 'optim.joint_steps': _num(1, none=True),
           'schedule.save_every_minutes': _num(0, lo_open=True), 'schedule.save_every_steps': _num(1, none=True),
           'schedule.keep': _num(2), 'schedule.log_every_s': _NONNEG, 'seed': _NONNEG}
 

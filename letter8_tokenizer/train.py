@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from fastcore.basics import patch
 from fastcore.meta import delegates
-from .config import Config, config_to_dict, config_from_dict, override, decoder_start
+from .config import Config, config_to_dict, config_from_dict, override, decoder_start, run_epochs
 from .data import Items, held_out_rows
 from .model import (StepModule, build_tokenizer, init_codebooks, refresh_groups, refit_codebooks, make_optimizer, train_step,
                                      decoder_step, reconstruction_mse)
@@ -51,7 +51,8 @@ class TokenizerTask(Trainable):
         self.held = held_out_rows(len(items), self.cfg.data.holdout, self.cfg.seed) if self.cfg.data.holdout else None
         self.train_mask = None if self.held is None else np.isin(np.arange(len(items)), self.held, invert=True)
         self.best = dict(recon=float('inf'), epoch=0, model=None)  # the held-out watch: best score, its epoch, its weights
-        self.decoder_from, self.epoch = decoder_start(self.cfg.optim), 0  # the decoder phase's first epoch; the epoch being trained
+        self.decoder_from, self.epochs = run_epochs(self.cfg.optim, self.n_batches())  # the decoder phase's first epoch; the run's epochs
+        self.epoch = 0  # the epoch being trained
 
     def config(self) -> dict:
         "The hyperparameters, hashed into every checkpoint."
