@@ -18,6 +18,7 @@ from fastcore.meta import delegates
 from .segments import (run_segments, new_experiment, segment_config, format_table, PLACEHOLDER_USER,
                                         notebook_parameters, check_parameters)
 from .export import encode_run, code_table, probe_inputs
+from .config import run_epochs
 
 # %% ../nbs/10_cli.ipynb #0ba2016a
 COMMANDS = {}
@@ -414,11 +415,12 @@ def demo(out:str='runs/demo', # folder for both runs (its segmented/ and whole/ 
     for sub in ('segmented', 'whole'): shutil.rmtree(out/sub, ignore_errors=True)
     ov = {**DEMO_OVERRIDES, 'optim.epochs': epochs}
     cfg = segment_config('', ov)
-    steps = epochs * -(-items // cfg.optim.batch_size)
+    per_epoch = -(-items // cfg.optim.batch_size)
+    steps = run_epochs(cfg.optim, per_epoch)[1] * per_epoch  # `optim.joint_steps` may shorten the joint epochs
     params = dict(experiment='letter8-demo', catalog_items=items, overrides=json.dumps(ov), margin_s=2.0)
     env = {'OMP_NUM_THREADS': threads, 'MKL_NUM_THREADS': threads} if threads else None
     print(f"catalog: {items:,} items x 128 (CF 32-d, labels top/mid/leaf); model: MLP {[128, *cfg.model.hidden, cfg.model.e_dim]}, "
-          f"{cfg.model.levels} levels x {cfg.model.codebook_size} codes; {epochs} epochs x batch {cfg.optim.batch_size} = {steps:,} steps; "
+          f"{cfg.model.levels} levels x {cfg.model.codebook_size} codes; {steps // per_epoch} epochs x batch {cfg.optim.batch_size} = {steps:,} steps; "
           f"{threads or 'default'} thread(s) per kernel\n")
     print("1) uninterrupted reference: one segment, no deadline", flush=True)
     whole = run_segments(None, out/'whole', params, max_segments=1, retries=0, env=env)

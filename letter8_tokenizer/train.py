@@ -46,7 +46,7 @@ class TokenizerTask(Trainable):
         self.model = build_tokenizer(self.cfg, items).to(self.device)
         self.opt, self.ddp = make_optimizer(self.model), None
         s = self.cfg.schedule
-        self.epochs, self.keep, self.save_every_s = self.cfg.optim.epochs, s.keep, s.save_every_minutes * 60
+        self.keep, self.save_every_s = s.keep, s.save_every_minutes * 60
         self.save_every_steps, self.log_every_s = s.save_every_steps, s.log_every_s
         self.held = held_out_rows(len(items), self.cfg.data.holdout, self.cfg.seed) if self.cfg.data.holdout else None
         self.train_mask = None if self.held is None else np.isin(np.arange(len(items)), self.held, invert=True)
