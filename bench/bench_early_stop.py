@@ -12,11 +12,14 @@
   python bench/bench_early_stop.py --holdout 0 --patience 0 --threads 1 --set '{}' --out bench/results/learning_decoder_20k_default.json
   python bench/bench_early_stop.py --catalog /work/cache/wordnet-80k --n 80000 --holdout 0 --patience 0 --threads 1 \
       --set '{"optim.epochs": 40, "optim.decoder_share": 0.5}' --out bench/results/learning_decoder_80k_e40.json
-  # the joint phase bounded in steps (optim.joint_steps; bench/results/learning_joint_steps_80k_*.json): 46 + 20 is the default's schedule on 80k
-  python bench/bench_early_stop.py --catalog /work/cache/wordnet-80k --n 80000 --holdout 0 --patience 0 --threads 1 --keep /work/runs/80k-j46-d20 \
-      --set '{}' --out bench/results/learning_joint_steps_80k_j46_d20.json
-  python bench/bench_early_stop.py --catalog /work/cache/wordnet-80k --n 80000 --holdout 0 --patience 0 --threads 1 --keep /work/runs/80k-j20-d40 \
-      --set '{"optim.epochs": 60, "optim.decoder_share": 0.6667}' --out bench/results/learning_joint_steps_80k_j20_d40.json
+  # the joint phase bounded in steps (optim.joint_steps; bench/results/learning_joint_steps_*.json): the default is 20 + 40 epochs on 80k, 79 + 40 on 20k
+  python bench/bench_early_stop.py --catalog /work/cache/wordnet-80k --n 80000 --holdout 0 --patience 0 --threads 1 --keep /work/runs/80k-default \
+      --set '{}' --out bench/results/learning_joint_steps_80k_default.json
+  python bench/bench_early_stop.py --holdout 0 --patience 0 --threads 1 --set '{}' --out bench/results/learning_joint_steps_20k_default.json
+  python bench/bench_early_stop.py --holdout 0 --patience 0 --threads 1 --inputs standardised --set '{}' \
+      --out bench/results/learning_joint_steps_20k_default_standardised.json    # and --inputs x1e-3, x1e3
+  python bench/bench_early_stop.py --catalog /work/cache/wordnet-80k --n 80000 --holdout 0 --patience 0 --threads 1 \
+      --set '{"optim.joint_steps": 3600, "optim.decoder_share": 0.1}' --out bench/results/learning_joint_steps_80k_j46_d20.json   # 46 + 20
   # the first letter's own reconstruction (loss.first_letter; bench/results/learning_first_letter_*.json):
   python bench/bench_early_stop.py --catalog /work/cache/wordnet-80k --n 80000 --holdout 0 --patience 0 --threads 1 \
       --set '{"optim.epochs": 40, "optim.decoder_share": 0.5, "loss.first_letter": 0.3}' --out bench/results/learning_first_letter_80k_w0.3.json

@@ -138,7 +138,8 @@ def test_held_out_split_and_early_stopping(catalog, tmp_path):
     from letter8_tokenizer.train import train_segment, resolve_config
     from letter8_tokenizer.loop import read_metrics
     from letter8_tokenizer.checkpoint import Checkpointer
-    cfg = override(Config(), {**SMALL, 'optim.epochs': 40, 'data.holdout': 0.25, 'optim.patience': 3, 'schedule.log_every_s': 3600})
+    cfg = override(Config(), {**SMALL, 'optim.epochs': 40, 'optim.decoder_share': 0.1, 'data.holdout': 0.25, 'optim.patience': 3,
+                                     'schedule.log_every_s': 3600})
     r = train_segment(cfg, catalog, tmp_path/'run', progress=False)
     ends = [row['held_out_recon'] for row in read_metrics(tmp_path/'run') if 'held_out_recon' in row]
     st = Checkpointer(tmp_path/'run').load().state
