@@ -863,7 +863,7 @@ class Health:
 TRY_COLLAPSED = ("Try: keep model.normalize and model.skip on (the defaults), a lower optim.lr, a smaller loss.commitment; "
                  "check that the item embeddings differ from each other.")
 TRY_INIT = "Try: more epochs, a lower optim.lr; or use the init codes (`residual_init` on the embeddings) as they are."
-TRY_PROBES = ("Try: loss.first_letter 0.3, so the first letter alone must rebuild its items (on WordNet 80k it lifted every probe above "
+TRY_PROBES = ("Try: a larger loss.first_letter (0.3), so the first letter alone must rebuild its items more closely (on WordNet 80k it lifted every probe above "
               "three inits' mean, at some reconstruction error; model page); or use the init codes (`residual_init` on the embeddings) as they are.")
 TRY_MEMORISED = ("Try: fewer epochs (on WordNet 20k the gain on unseen items peaked early and was gone by epoch 80; model page), "
                  "or use the init codes (`residual_init` on the embeddings) as they are.")
@@ -895,7 +895,7 @@ def _verdict(n:dict # the numbers of `learning_health`
         d = [g['delta'] for g in gaps.values()]
         summary += (f", probe accuracy {min(d):+.3f} to {max(d):+.3f} against {against} (standard error up to {max(g['se'] for g in gaps.values()):.3f}), "
                     f"at least {min(t[k] - r[k] for k in probes):+.2f} against random codes")
-    hint = TRY_PROBES if any(w.startswith('probe') for w in worse) and not n.get('first_letter') else TRY_INIT  # no advice to set what is set
+    hint = TRY_PROBES if any(w.startswith('probe') for w in worse) and n.get('first_letter', 0) < 0.3 else TRY_INIT  # no advice to set what is set
     if worse and 'reconstruction' not in worse:  # better codes of the same meaning: say both halves
         return 'no better than init', (f"Rebuilds the items better than the training-free init ({t['mse'] / i['mse']:.2f}x its error) but groups "
                                        f"them no better ({', '.join(worse)}): {summary}. " + hint)

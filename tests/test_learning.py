@@ -13,7 +13,8 @@ from letter8_tokenizer.model import (build_tokenizer, init_codebooks, make_optim
                                      encode, decode, code_metrics, probe_gaps, learning_health, encode_latents, decoder_step)
 
 N, LEVELS, K, EPOCHS = 4000, 8, 32, 20
-SMALL = {'model.levels': LEVELS, 'model.codebook_size': K, 'model.hidden': [256], 'optim.batch_size': 256, 'optim.epochs': EPOCHS}
+SMALL = {'model.levels': LEVELS, 'model.codebook_size': K, 'model.hidden': [256], 'optim.batch_size': 256, 'optim.epochs': EPOCHS,
+         'loss.first_letter': 0.0}  # the margins below were measured without the first letter's own term
 
 @pytest.fixture(scope='module')
 def catalog():
