@@ -127,6 +127,7 @@ def main():
     print(f"\nverdict: {health.verdict}: {health}")
     out = dict(command=' '.join(sys.argv), catalog=str(cat), items=len(items), held_out=health.numbers.get('held_out', {}).get('items', 0),
                inputs=a.inputs, kept=a.keep, config_overrides=json.loads(a.set), holdout=a.holdout, patience=a.patience, threads=a.threads, platform=platform.processor() or platform.machine(),
+               device=torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu',
                torch=torch.__version__, stopped_after=epochs[-1]['epoch'], best_epoch=st['best']['epoch'], train_s=round(train_s, 1),
                epochs=epochs, health=health.to_dict())
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)

@@ -4,14 +4,18 @@
   python bench/bench_letter_speed.py --letter ... --rounds 2 --steps 3 --no-epoch   # quicker
   python bench/bench_letter_speed.py --letter ... --no-epoch --experiments --threads 1
       # also letter8 with the old optimiser (AdamW's for-loop) or foreach, and the old log-domain Sinkhorn (monkeypatched; equality checked)
+  python bench/bench_letter_speed.py --letter ... --device cuda --no-epoch --rounds 5   # both on the GPU (weights, batches, losses)
 
 LETTER (github.com/HonghuiBao2000/LETTER, folder RQ-VAE) is imported at run time from the checkout given by
 --letter; none of its code lives in this project. Both sides get LETTER's architecture at 768-d input (MLP
 768-2048-1024-512-256-128-64-32 and its mirror), 8 levels x 256 codes, batch 1024, AdamW lr 1e-3 wd 1e-4,
 alpha (CF) 0.01, beta (diversity) 1e-4, Sinkhorn on the last level (LETTER's default puts it on its last
-level), on the CPU. They start from the SAME weights and codebooks (letter8's init, copied into LETTER's
+level), on the CPU (or --device cuda: both models, the batches and the bare MLPs on the GPU, each timed step closed by
+`torch.cuda.synchronize`; LETTER indexes its numpy CF table with CPU indices, as its trainer does). They start from the SAME weights and codebooks (letter8's init, copied into LETTER's
 modules; init time is excluded) and see the same batches in the same order.
 
+letter8's default config has one term LETTER lacks, `loss.first_letter` (the first letter's codeword decoded too: a
+second decoder pass per step); a row without it times what that pass costs.
 letter8 runs in float32 (its default, LETTER's precision) and with `model.precision='bfloat16'` (the MLPs'
 matrix products in bfloat16 under autocast; weights, codebooks, quantiser and losses float32).
 Measured: seconds per training step (median over rounds, models interleaved A, B, A, B) and, unless
@@ -32,9 +36,10 @@ from letter8_tokenizer.config import Config, override
 from letter8_tokenizer.data import Items, synthetic_catalog
 from letter8_tokenizer.model import build_tokenizer, init_codebooks, make_optimizer, train_step, refresh_groups
 
-WORDNET = Path('/work/cache/wordnet-20k/items.npy')
+WORDNET = Path(os.environ.get('LETTER8_WORDNET_ITEMS', '/work/cache/wordnet-20k/items.npy'))
 HIDDEN, E_DIM, LEVELS, K, BATCH, DIM = [2048, 1024, 512, 256, 128, 64], 32, 8, 256, 1024, 768
 BF16 = 'letter8 default, bfloat16 MLPs (model.precision)'
+NO_FL = 'letter8 default without loss.first_letter (no second decoder pass)'
 FLOOR = 'floor: the bare MLPs alone, forward + backward, {}'
 
 def load_letter(path):
@@ -67,18 +72,19 @@ def letter8_config(variant):
                               'quantizer.sinkhorn_levels': [LEVELS - 1], 'model.skip': False, 'model.normalize': False, 'model.activation': 'relu', 'optim.lr': 1e-3})  # LETTER's network, not the kit's defaults
     if variant == 'grad': cfg = override(cfg, {'quantizer.update': 'grad', 'quantizer.reseed': False})
     if variant == 'bf16': cfg = override(cfg, {'model.precision': 'bfloat16'})
+    if variant == 'no_first_letter': cfg = override(cfg, {'loss.first_letter': 0.0})
     return cfg
 
-def build_letter8(items, variant, init_from=None):
+def build_letter8(items, variant, init_from=None, device='cpu'):
     model = build_tokenizer(letter8_config(variant), items)
     if init_from is None: init_codebooks(model, items)
     else:  # same starting point: copy every parameter and buffer (the shapes agree: same architecture)
         with torch.no_grad():
             for (name, t), (_, src) in zip(model.state_dict().items(), init_from.state_dict().items()): t.copy_(src)
-        refresh_groups(model)
+    model.to(device); refresh_groups(model)  # the groups follow the codebooks' device
     return model, make_optimizer(model)
 
-def build_letter(RQVAE, Trainer, l8, items, work):
+def build_letter(RQVAE, Trainer, l8, items, work, device='cpu'):
     "LETTER's model and trainer with letter8's starting weights and codebooks copied in."
     cf = np.asarray(items.cf, np.float32)  # LETTER indexes its CF table by item id
     model = RQVAE(in_dim=DIM, num_emb_list=[K]*LEVELS, e_dim=E_DIM, layers=HIDDEN, dropout_prob=0.0, bn=False, loss_type='mse',
@@ -91,14 +97,18 @@ def build_letter(RQVAE, Trainer, l8, items, work):
             assert [tuple(m.weight.shape) for m in a] == [tuple(m.weight.shape) for m in b]
             for x, y in zip(a, b): y.weight.copy_(x.weight); y.bias.copy_(x.bias)
         for lvl, vq in zip(l8.levels, model.rq.vq_layers): vq.embedding.weight.copy_(lvl.codebook)
-    args = Namespace(lr=1e-3, learner='AdamW', weight_decay=1e-4, epochs=1, eval_step=1, device='cpu', ckpt_dir=str(work/'ckpt'),
+    args = Namespace(lr=1e-3, learner='AdamW', weight_decay=1e-4, epochs=1, eval_step=1, device=str(device), ckpt_dir=str(work/'ckpt'),
                      data_path=str(items.path), num_workers=0)
     return model, Trainer(args, model)
 
+def has_kmc():
+    try: import k_means_constrained  # noqa: F401
+    except ImportError: return False
+    return True
+
 def letter_groups(Trainer, model):
     "LETTER's per-epoch grouping of each level's codes (k-means-constrained, 10 groups), as its trainer does it."
-    try: import k_means_constrained  # noqa: F401
-    except ImportError:  # the groups only pick diversity targets: any balanced grouping costs the step the same
+    if not has_kmc():  # the groups only pick diversity targets: any balanced grouping costs the step the same
         from letter8_tokenizer.model import balanced_groups
         print('k-means-constrained is not installed: LETTER gets letter8 balanced_groups as its code groups (same step cost)')
         return {str(i): balanced_groups(vq.embedding.weight.detach().cpu().numpy(), 10, seed=i).tolist() for i, vq in enumerate(model.rq.vq_layers)}
@@ -163,13 +173,13 @@ def optimizer_check(items, l8, x, cf, steps=3):
                                                                                  f"optimiser step alone {v['opt_step_ms']:.1f} ms" for k, v in res.items()))
     return res
 
-def bare_mlps(precision):
+def bare_mlps(precision, device='cpu'):
     "LETTER's encoder and its mirror decoder as plain torch.nn layers: `run(x)` does forward, MSE and backward only, the floor of a step."
     def stack(d): return torch.nn.Sequential(*[m for a, b in zip(d, d[1:]) for m in (torch.nn.Linear(a, b), torch.nn.ReLU())][:-1])
     dims = [DIM, *HIDDEN, E_DIM]
-    enc, dec = stack(dims), stack(dims[::-1])
+    enc, dec = stack(dims).to(device), stack(dims[::-1]).to(device)
     def run(x):
-        with torch.autocast('cpu', torch.bfloat16, enabled=precision == 'bfloat16'):
+        with torch.autocast(torch.device(device).type, torch.bfloat16, enabled=precision == 'bfloat16'):
             loss = torch.nn.functional.mse_loss(dec(enc(x)).float(), x)
         enc.zero_grad(set_to_none=True); dec.zero_grad(set_to_none=True); loss.backward()
         return float(loss)
@@ -187,74 +197,84 @@ def main():
     p.add_argument('--no-epoch', action='store_true', help='skip the whole-epoch comparison')
     p.add_argument('--experiments', action='store_true', help="also time letter8 with AdamW's for-loop (the old optimiser) or foreach kernel, and with the old log-domain Sinkhorn (monkeypatched)")
     p.add_argument('--threads', type=int, default=None, help='torch intra-op threads for both (default: torch default)')
+    p.add_argument('--device', default='cpu', help="'cpu' or 'cuda': where both models train")
     p.add_argument('--out', default=str(Path(__file__).parent/'results'/'letter_speed.json'))
     a = p.parse_args()
     RQVAE, Trainer = load_letter(a.letter)
+    dev = torch.device(a.device)
+    if dev.type == 'cuda' and not torch.cuda.is_available(): raise SystemExit("--device cuda but torch sees no GPU: run on a machine with CUDA, or use --device cpu.")
+    if dev.type == 'cuda' and not a.no_epoch: raise SystemExit("--device cuda times steps only (LETTER's epoch regroups with k-means-constrained on the CPU): add --no-epoch.")
+    sync = torch.cuda.synchronize if dev.type == 'cuda' else (lambda: None)
     if a.threads: torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     res = dict(threads=torch.get_num_threads(), torch=torch.__version__, cpus=os.cpu_count(), python=platform.python_version(),
-               load_before=uptime(), letter=str(Path(a.letter).resolve()))
+               load_before=uptime(), letter=str(Path(a.letter).resolve()), device=str(dev), cpu=platform.processor() or platform.machine(),
+               **({'gpu': torch.cuda.get_device_name(dev)} if dev.type == 'cuda' else {}))
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp); items, res['data'] = make_data(work, a.n, a.data)
         print(f"data: {res['data']}; torch {torch.__version__}, {torch.get_num_threads()} threads; load {res['load_before']}", flush=True)
-        t = time.perf_counter(); l8, l8_opt = build_letter8(items, 'ema'); res['letter8_init_s'] = time.perf_counter() - t
-        l8g, l8g_opt = build_letter8(items, 'grad', init_from=l8)
-        l8b, l8b_opt = build_letter8(items, 'bf16', init_from=l8)
-        lt, trainer = build_letter(RQVAE, Trainer, l8, items, work)
+        t = time.perf_counter(); l8, l8_opt = build_letter8(items, 'ema', device=dev); res['letter8_init_s'] = time.perf_counter() - t
+        l8g, l8g_opt = build_letter8(items, 'grad', init_from=l8, device=dev)
+        l8b, l8b_opt = build_letter8(items, 'bf16', init_from=l8, device=dev)
+        l8n, l8n_opt = build_letter8(items, 'no_first_letter', init_from=l8, device=dev)
+        lt, trainer = build_letter(RQVAE, Trainer, l8, items, work, device=dev)
         t = time.perf_counter(); trainer.labels = letter_groups(Trainer, lt); res['letter_regroup_s'] = time.perf_counter() - t
+        res['letter_regroup_by'] = 'k-means-constrained' if has_kmc() else 'balanced_groups (k-means-constrained not installed)'
         t = time.perf_counter(); refresh_groups(l8); res['letter8_regroup_s'] = time.perf_counter() - t
         all_rows = items.take(np.arange(len(items)))
-        emb, cf = torch.as_tensor(np.asarray(all_rows.emb, np.float32)), torch.as_tensor(np.asarray(all_rows.cf, np.float32))
+        emb, cf = (torch.as_tensor(np.asarray(v, np.float32), device=dev) for v in (all_rows.emb, all_rows.cf))
         perm = torch.randperm(len(items), generator=torch.Generator().manual_seed(0))
         batches = [perm[i:i + BATCH] for i in range(0, len(perm) - BATCH + 1, BATCH)]
         runners = {"LETTER (its RQVAE + trainer step)": lambda b: letter_step(lt, trainer, emb[b], b),
                    'letter8 default (EMA codebooks, re-seeding)': lambda b: train_step(l8, l8_opt, emb[b], cf[b]),
                    'letter8 LETTER-like (grad codebooks, no re-seeding)': lambda b: train_step(l8g, l8g_opt, emb[b], cf[b]),
                    BF16: lambda b: train_step(l8b, l8b_opt, emb[b], cf[b]),
-                   **{FLOOR.format(pr): (lambda b, f=bare_mlps(pr): f(emb[b])) for pr in ('float32', 'bfloat16')}}
+                   NO_FL: lambda b: train_step(l8n, l8n_opt, emb[b], cf[b]),
+                   **{FLOOR.format(pr): (lambda b, f=bare_mlps(pr, dev): f(emb[b])) for pr in ('float32', 'bfloat16')}}
         if a.experiments:  # letter8 default with another AdamW implementation (same math; see optimizer_check) or the old Sinkhorn
             def old_sinkhorn(m):
                 for lvl in m.levels:
                     if lvl.sinkhorn: lvl.assign = types.MethodType(assign_log, lvl)
                 return m
             for kind in ('for-loop', 'foreach'):
-                m, _ = build_letter8(items, 'ema', init_from=l8); o = adamw(m, kind)
+                m, _ = build_letter8(items, 'ema', init_from=l8, device=dev); o = adamw(m, kind)
                 runners[f'letter8 default, AdamW {kind} (experiment)'] = lambda b, m=m, o=o: train_step(m, o, emb[b], cf[b])
-            m, o = build_letter8(items, 'ema', init_from=l8)
+            m, o = build_letter8(items, 'ema', init_from=l8, device=dev)
             runners['letter8 default, log-domain Sinkhorn (experiment)'] = lambda b, m=old_sinkhorn(m), o=o: train_step(m, o, emb[b], cf[b])
             for variant, name in (('ema', 'float32'), ('bf16', 'bfloat16')):  # both changes undone: the kit before 2026-12
-                m, _ = build_letter8(items, variant, init_from=l8); o = adamw(m, 'for-loop')
+                m, _ = build_letter8(items, variant, init_from=l8, device=dev); o = adamw(m, 'for-loop')
                 runners[f'letter8 {name} before 2026-12 (AdamW for-loop, log-domain Sinkhorn)'] = lambda b, m=old_sinkhorn(m), o=o: train_step(m, o, emb[b], cf[b])
             res['optimizer_check'] = optimizer_check(items, l8, emb[batches[0]], cf[batches[0]])
             res['sinkhorn_check'] = sinkhorn_check()
         times = {k: [] for k in runners}
-        for name, run in runners.items(): run(batches[0])  # warm-up, not timed
+        for name, run in runners.items(): run(batches[0]); run(batches[0])  # warm-up (on a GPU: kernels chosen, memory pooled), not timed
+        sync()
         step = 1
         for r in range(a.rounds):
             for name, run in runners.items():
                 for s in range(a.steps):
                     b = batches[(step + s) % len(batches)]
-                    t = time.perf_counter(); run(b); times[name].append(time.perf_counter() - t)
+                    sync(); t = time.perf_counter(); run(b); sync(); times[name].append(time.perf_counter() - t)
             step += a.steps
             print(f"round {r + 1}/{a.rounds}: " + ', '.join(f'{k.split(" (")[0]} {np.median(v[-a.steps:]):.3f}s' for k, v in times.items()), flush=True)
         ref = np.median(times["LETTER (its RQVAE + trainer step)"])
         rows = [dict(method=k, median_step_s=round(float(np.median(v)), 4), items_per_s=round(BATCH / float(np.median(v)), 1),
                      speedup_vs_LETTER=round(ref / float(np.median(v)), 2), steps=len(v)) for k, v in times.items()]
         res['steps'] = rows; res['step_times'] = times
-        print(f"\n## training step, batch {BATCH}, {LEVELS}x{K}, {DIM}-d input, LETTER's MLP (median of {a.rounds * a.steps} steps each)\n")
+        print(f"\n## training step, batch {BATCH}, {LEVELS}x{K}, {DIM}-d input, LETTER's MLP, on {res.get('gpu', res['cpu'])} (median of {a.rounds * a.steps} steps each)\n")
         print(table(rows, ['method', 'median_step_s', 'items_per_s', 'speedup_vs_LETTER']))
         fl = {r['method']: r for r in rows}
         print("the floor: LETTER's MLPs alone, forward and backward, no quantiser and no optimiser step, reach "
               + ', '.join(f"{fl[FLOOR.format(pr)]['speedup_vs_LETTER']}x LETTER's step in {pr}" for pr in ('float32', 'bfloat16'))
               + f"; letter8's whole step: {fl['letter8 default (EMA codebooks, re-seeding)']['speedup_vs_LETTER']}x and {fl[BF16]['speedup_vs_LETTER']}x")
-        print(f"per-epoch regrouping of codes (10 groups per level): LETTER k-means-constrained {res['letter_regroup_s']:.2f}s, "
+        print(f"per-epoch regrouping of codes (10 groups per level): LETTER {res['letter_regroup_by']} {res['letter_regroup_s']:.2f}s, "
               f"letter8 balanced_groups {res['letter8_regroup_s']:.3f}s")
         if not a.no_epoch: res['epoch'] = epoch_compare(lt, trainer, {'letter8 default': (l8, l8_opt), 'letter8 bfloat16': (l8b, l8b_opt)}, items)
-        res['profile'] = {name: profile_step(m, o, emb[batches[0]], cf[batches[0]], name) for name, (m, o) in
+        res['profile'] = {name: profile_step(m, o, emb[batches[0]], cf[batches[0]], name, dev) for name, (m, o) in
                           {'float32': (l8, l8_opt), 'bfloat16': (l8b, l8b_opt)}.items()}
     res['load_after'] = uptime()
     speedup = {r['method']: r['speedup_vs_LETTER'] for r in rows}
-    res['goal_5x'] = dict(step_speedup=speedup['letter8 default (EMA codebooks, re-seeding)'], step_speedup_bfloat16=speedup[BF16],
+    res['goal_5x'] = dict(step_speedup=speedup['letter8 default (EMA codebooks, re-seeding)'], step_speedup_bfloat16=speedup[BF16], step_speedup_no_first_letter=speedup[NO_FL],
                           floor_speedup_float32=speedup[FLOOR.format('float32')], floor_speedup_bfloat16=speedup[FLOOR.format('bfloat16')],
                           **({f'epoch_speedup_{k}': v for k, v in res['epoch']['speedup'].items()} if 'epoch' in res else {}))
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
@@ -279,17 +299,22 @@ def epoch_compare(lt, trainer, mine, items):
                 ['method', 'seconds', 'items_per_s', 'speedup']))
     return out
 
-def profile_step(model, opt, x, cf, name):
-    "torch.profiler and cProfile of one letter8 step: where the time goes."
+def profile_step(model, opt, x, cf, name, device=torch.device('cpu')):
+    "torch.profiler and cProfile of one letter8 step: where the time goes (on a GPU: the kernels' own time)."
     from torch.profiler import profile, ProfilerActivity
+    cuda = device.type == 'cuda'
     train_step(model, opt, x, cf)
-    with profile(activities=[ProfilerActivity.CPU]) as prof: train_step(model, opt, x, cf)
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof: train_step(model, opt, x, cf)
     ka = prof.key_averages()
-    total = sum(e.self_cpu_time_total for e in ka)
-    top = sorted(ka, key=lambda e: -e.self_cpu_time_total)[:15]
-    rows = [dict(op=e.key, self_ms=round(e.self_cpu_time_total / 1000, 1), share=f'{e.self_cpu_time_total / total:.1%}', calls=e.count) for e in top]
-    mm = sum(e.self_cpu_time_total for e in ka if e.key in ('aten::addmm', 'aten::mm', 'aten::bmm', 'aten::matmul', 'aten::linear'))
-    print(f"\n## one letter8 step ({name} MLPs) under torch.profiler: {total/1000:.0f} ms of op self time, matrix products {mm/total:.0%}\n")
+    if cuda:  # each kernel's time shows twice, under the operator that launched it and as its own event: sum the kernels, rank the operators
+        from torch.autograd import DeviceType
+        own, ops = (lambda e: e.self_device_time_total), [e for e in ka if e.device_type != DeviceType.CUDA]
+        total = sum(own(e) for e in ka if e.device_type == DeviceType.CUDA) or 1
+    else: own, ops, total = (lambda e: e.self_cpu_time_total), list(ka), sum(e.self_cpu_time_total for e in ka) or 1
+    top = sorted(ops, key=lambda e: -own(e))[:15]
+    rows = [dict(op=e.key, self_ms=round(own(e) / 1000, 2), share=f'{own(e) / total:.1%}', calls=e.count) for e in top]
+    mm = sum(own(e) for e in ops if e.key in ('aten::addmm', 'aten::mm', 'aten::bmm', 'aten::matmul', 'aten::linear'))
+    print(f"\n## one letter8 step ({name} MLPs) under torch.profiler: {total/1000:.1f} ms of {'GPU kernel' if cuda else 'op self'} time, matrix products {mm/total:.0%}\n")
     print(table(rows, ['op', 'self_ms', 'share', 'calls']))
     pr = cProfile.Profile(); pr.enable(); train_step(model, opt, x, cf); pr.disable()
     s = io.StringIO(); pstats.Stats(pr, stream=s).sort_stats('cumtime').print_stats(12)
