@@ -18,6 +18,8 @@ letter8's default config has one term LETTER lacks, `loss.first_letter` (the fir
 second decoder pass per step); a row without it times what that pass costs.
 letter8 runs in float32 (its default, LETTER's precision) and with `model.precision='bfloat16'` (the MLPs'
 matrix products in bfloat16 under autocast; weights, codebooks, quantiser and losses float32).
+The item embeddings are WordNet 20k's (`bench/build_wordnet.py`, /work/cache/wordnet-20k/items.npy, or the path in
+LETTER8_WORDNET_ITEMS, e.g. a copy on a GPU machine) projected to 768-d, or with --data synthetic the synthetic catalog.
 Measured: seconds per training step (median over rounds, models interleaved A, B, A, B) and, unless
 --no-epoch, one whole epoch each: LETTER's own `Trainer._train_epoch` (which first re-clusters every level's
 codebook with k-means-constrained, n_init=10) against letter8's `refresh_groups` + `train_step` over the
@@ -34,7 +36,7 @@ from pathlib import Path
 import numpy as np, torch
 from letter8_tokenizer.config import Config, override
 from letter8_tokenizer.data import Items, synthetic_catalog
-from letter8_tokenizer.model import build_tokenizer, init_codebooks, make_optimizer, train_step, refresh_groups
+from letter8_tokenizer.model import build_tokenizer, init_codebooks, make_optimizer, train_step, refresh_groups, model_device
 
 WORDNET = Path(os.environ.get('LETTER8_WORDNET_ITEMS', '/work/cache/wordnet-20k/items.npy'))
 HIDDEN, E_DIM, LEVELS, K, BATCH, DIM = [2048, 1024, 512, 256, 128, 64], 32, 8, 256, 1024, 768
@@ -81,7 +83,8 @@ def build_letter8(items, variant, init_from=None, device='cpu'):
     else:  # same starting point: copy every parameter and buffer (the shapes agree: same architecture)
         with torch.no_grad():
             for (name, t), (_, src) in zip(model.state_dict().items(), init_from.state_dict().items()): t.copy_(src)
-    model.to(device); refresh_groups(model)  # the groups follow the codebooks' device
+    model.to(device)
+    if init_from is not None or model_device(model).type != 'cpu': refresh_groups(model)  # init_codebooks grouped on the CPU already
     return model, make_optimizer(model)
 
 def build_letter(RQVAE, Trainer, l8, items, work, device='cpu'):
