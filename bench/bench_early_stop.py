@@ -79,6 +79,9 @@ def table(h):
     if len(v := h.get('init_neighbour_d1') or []) > 1:  # the verdict reads the neighbour ratio against the inits' mean
         print(f"| neighbour_d1, {len(v)} inits ({min(v):.4f} to {max(v):.4f}) | {t['neighbour_d1']:.4f} | {np.mean(v):.4f} (mean) | | "
               f"{t['neighbour_d1'] / np.mean(v):.4f} | | {t['neighbour_d1'] - np.mean(v):+.4f} |")
+    if len(v := h.get('init_collide') or []) > 1:  # one seed's collisions are a small count: 14 to 28 items over three inits of WordNet 20k
+        print(f"| collide, {len(v)} inits ({min(v):.4g} to {max(v):.4g}) | {t['collide']:.4g} | {np.mean(v):.4g} (mean) | | "
+              f"{t['collide'] / np.mean(v) if np.mean(v) else float('nan'):.3f} | | {t['collide'] - np.mean(v):+.4g} |")
 
 def transformed(items, name, folder):
     "The catalog with `TRANSFORMS[name]` applied to its embeddings, as `.npy` files in `folder` (the catalog itself when `name` is 'as-is')."

@@ -14,8 +14,8 @@ level), on the CPU (or --device cuda: both models, the batches and the bare MLPs
 `torch.cuda.synchronize`; LETTER indexes its numpy CF table with CPU indices, as its trainer does). They start from the SAME weights and codebooks (letter8's init, copied into LETTER's
 modules; init time is excluded) and see the same batches in the same order.
 
-letter8's default config has one term LETTER lacks, `loss.first_letter` (the first letter's codeword decoded too: a
-second decoder pass per step); a row without it times what that pass costs.
+letter8's default config has one term LETTER lacks, `loss.first_letter` (the first letter's codeword decoded too: the
+decoder on the codebook's rows, then one gradient pass per row); a row without it times what that costs.
 letter8 runs in float32 (its default, LETTER's precision) and with `model.precision='bfloat16'` (the MLPs'
 matrix products in bfloat16 under autocast; weights, codebooks, quantiser and losses float32).
 The item embeddings are WordNet 20k's (`bench/build_wordnet.py`, /work/cache/wordnet-20k/items.npy, or the path in

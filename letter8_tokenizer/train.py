@@ -17,7 +17,7 @@ from fastcore.meta import delegates
 from .config import Config, config_to_dict, config_from_dict, override, decoder_start, run_epochs
 from .data import Items, held_out_rows
 from .model import (StepModule, build_tokenizer, init_codebooks, refresh_groups, refit_codebooks, make_optimizer, train_step,
-                                     decoder_step, reconstruction_mse)
+                                     decoder_step, reconstruction_mse, encode, encode_latents, sample_rows, learning_signals)
 from .session import Deadline
 from .checkpoint import data_fingerprint
 from .distributed import Shard, rank_and_world, shard_rows, default_device, broadcast_object
@@ -87,7 +87,9 @@ def step(self:TokenizerTask, batch, # a batch of `batches`
          shard=None) -> dict: # under DDP: this rank's rows
     "`model.train_step` on the batch (this rank's rows of it); in the decoder phase, `model.decoder_step`."
     emb, cf = (batch.emb, batch.cf) if shard is None else (shard.take(batch.emb), None if batch.cf is None else shard.take(batch.cf))
-    if self.epoch >= self.decoder_from: return decoder_step(self.model, self.opt, emb, shard)
+    if self.epoch >= self.decoder_from:
+        codes, spread = self.decoder_codes()
+        return decoder_step(self.model, self.opt, emb, shard, codes[batch.index if shard is None else shard.take(batch.index)], spread)
     return train_step(self.model, self.opt, emb, cf, shard, self.ddp)
 
 # %% ../nbs/06_train.ipynb #f0e1d2c4
@@ -101,6 +103,24 @@ def refit_levels(model, # the tokenizer (`Letter8`); its codebooks and EMA stati
     if rank == 0: refit_codebooks(model, items, keep=keep)
     books = broadcast_object({k: v.cpu() for k, v in model.state_dict().items() if k.startswith('levels.')} if rank == 0 else None)
     model.load_state_dict(books, strict=False)
+
+# %% ../nbs/06_train.ipynb #8ccbacb6
+def _frozen_key(model) -> tuple:
+    "Which version of every tensor but the decoder's the model holds: it changes when any of them is written."
+    return tuple((id(t), t._version) for k, t in model.state_dict(keep_vars=True).items() if not k.startswith(('decoder.', 'dec_skip.')))
+
+@patch
+def decoder_codes(self:TokenizerTask) -> tuple[torch.Tensor, float]:
+    "Every item's codes (`encode`) and the training rows' latent spread, from the frozen encoder and codebooks; kept until they change."
+    key = _frozen_key(self.model)
+    if getattr(self, '_kept', (None,))[0] != key:
+        codes = torch.as_tensor(encode(self.model, self.items), device=self.device)
+        rows = sample_rows(self.items, self.cfg.quantizer.init_sample, self.cfg.seed, self.train_mask)
+        x = np.asarray(self.items.take(rows).emb, np.float32)
+        with torch.no_grad(): xn = self.model.normalise(torch.as_tensor(x, device=self.device)).cpu()
+        spread = float(learning_signals(dict(xn=xn, z=torch.as_tensor(encode_latents(self.model, x)), recon=xn))['latent_spread'])
+        self._kept = (_frozen_key(self.model), codes, spread)
+    return self._kept[1:]
 
 # %% ../nbs/06_train.ipynb #a6fab0c0
 @patch
