@@ -10,10 +10,10 @@ __all__ = ['ACTIVATION_LAYERS', 'TRY_COLLAPSED', 'TRY_INIT', 'FIRST_LETTER_ADVIC
            'cf_alignment_loss', 'group_partner', 'diversity_loss', 'activation_slope', 'first_letter_recon',
            'compute_losses', 'build_tokenizer', 'model_device', 'as_input', 'encode_latents', 'fit_normaliser',
            'sample_rows', 'init_codebooks', 'canonical_labels', 'bounded_labels', 'balanced_groups', 'refresh_groups',
-           'param_groups', 'make_optimizer', 'StepModule', 'learning_signals', 'train_step', 'decoder_params',
-           'code_vectors', 'decoder_step', 'lloyd_step', 'balanced_lloyd_step', 'refit_codebooks', 'encode_devices',
-           'encode', 'decode', 'reconstruction_mse', 'save_tokenizer', 'load_tokenizer', 'probe_gaps', 'code_metrics',
-           'init_gaps', 'Health', 'learning_health']
+           'param_groups', 'make_optimizer', 'StepModule', 'spread_ratio', 'learning_signals', 'train_step',
+           'decoder_params', 'code_vectors', 'decoder_step', 'lloyd_step', 'balanced_lloyd_step', 'refit_codebooks',
+           'encode_devices', 'encode', 'decode', 'reconstruction_mse', 'save_tokenizer', 'load_tokenizer', 'probe_gaps',
+           'code_metrics', 'init_gaps', 'Health', 'learning_health']
 
 # %% ../nbs/03_model.ipynb #938ab096
 import math, json, copy, os, secrets, shutil, tempfile, functools, warnings
@@ -592,6 +592,15 @@ class StepModule(nn.Module):
 
 # %% ../nbs/03_model.ipynb #87f11bc9
 @torch.no_grad()
+def spread_ratio(z:torch.Tensor, # [n, e] latents
+                 xn:torch.Tensor, # [n, in_dim] the same rows' normalised inputs
+                ) -> torch.Tensor:
+    "RMS spread of the latents across the rows over that of the normalised inputs."
+    return (_col_var(z) / _col_var(xn).clamp_min(1e-30)).sqrt()
+
+def _col_var(t): return (t - t.mean(0)).pow_(2).mean()  # mean per-column variance; 7x faster than t.var(0).mean() on a CPU
+
+@torch.no_grad()
 def learning_signals(out:dict, # `model(x)` of one batch
                      shard:Shard|None=None, # under DDP: this rank's rows; the signals are then those of the global batch
                     ) -> dict:
@@ -599,9 +608,7 @@ def learning_signals(out:dict, # `model(x)` of one batch
     xn, z, recon = out['xn'], out.get('z'), out['recon']
     if shard is not None and shard.world > 1:  # a spread is not a mean over rows: every rank computes it on the whole batch
         xn, z, recon = (None if t is None else gather_rows(t.detach(), shard) for t in (xn, z, recon))
-    var = lambda t: (t - t.mean(0)).pow_(2).mean()  # mean per-column variance; 7x faster than t.var(0).mean() on a CPU
-    xvar = var(xn).clamp_min(1e-30)
-    return dict(**({} if z is None else dict(latent_spread=(var(z) / xvar).sqrt())), recon_rel=F.mse_loss(recon, xn) / xvar)
+    return dict(**({} if z is None else dict(latent_spread=spread_ratio(z, xn))), recon_rel=F.mse_loss(recon, xn) / _col_var(xn).clamp_min(1e-30))
 
 # %% ../nbs/03_model.ipynb #910d819f
 def train_step(model:Letter8, # the tokenizer

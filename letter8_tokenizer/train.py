@@ -17,7 +17,7 @@ from fastcore.meta import delegates
 from .config import Config, config_to_dict, config_from_dict, override, decoder_start, run_epochs
 from .data import Items, held_out_rows
 from .model import (StepModule, build_tokenizer, init_codebooks, refresh_groups, refit_codebooks, make_optimizer, train_step,
-                                     decoder_step, reconstruction_mse, encode, encode_latents, sample_rows, learning_signals)
+                                     decoder_step, reconstruction_mse, encode, encode_latents, sample_rows, spread_ratio)
 from .session import Deadline
 from .checkpoint import data_fingerprint
 from .distributed import Shard, rank_and_world, shard_rows, default_device, broadcast_object
@@ -118,7 +118,7 @@ def decoder_codes(self:TokenizerTask) -> tuple[torch.Tensor, float]:
         rows = sample_rows(self.items, self.cfg.quantizer.init_sample, self.cfg.seed, self.train_mask)
         x = np.asarray(self.items.take(rows).emb, np.float32)
         with torch.no_grad(): xn = self.model.normalise(torch.as_tensor(x, device=self.device)).cpu()
-        spread = float(learning_signals(dict(xn=xn, z=torch.as_tensor(encode_latents(self.model, x)), recon=xn))['latent_spread'])
+        spread = float(spread_ratio(torch.as_tensor(encode_latents(self.model, x)), xn))
         self._kept = (_frozen_key(self.model), codes, spread)
     return self._kept[1:]
 
