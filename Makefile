@@ -10,11 +10,16 @@ EXTRAS ?= cpu,dev
 # pytest workers (pytest-xdist; a test file stays on one worker); 0: one process. One math thread each, so 2 workers fill 2 cores.
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test nbtest pytest sync sync-check bench docs clean
+.PHONY: demo test nbtest pytest sync sync-check bench docs clean system-deps
 .DEFAULT_GOAL := test
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
+
+# System packages the tests need (WordNet, headless Chromium), declared once in scripts/system-packages.txt: installed
+# with apt-get when root, otherwise one line names them and the command, before anything else is installed.
+system-deps:
+	bash scripts/system_deps.sh
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
@@ -28,7 +33,7 @@ demo: $(VENV)/.installed
 # Every notebook runs once in `make test`: tests/test_docs.py builds the docs site, which executes each notebook as
 # nbdev-test does (and fails on any cell that raises), then opens every page in Chromium. `make nbtest` is the quick
 # loop while editing notebooks.
-test: $(VENV)/.installed sync-check pytest
+test: system-deps $(VENV)/.installed sync-check pytest
 
 # After editing notebooks: export the library, clean the notebooks, refresh the packaged segment notebook and README.md.
 sync: $(VENV)/.installed
@@ -39,11 +44,11 @@ sync: $(VENV)/.installed
 sync-check: $(VENV)/.installed
 	PATH="$(abspath $(BIN)):$$PATH" bash .ci/sync_check.sh
 
-nbtest: $(VENV)/.installed
+nbtest: system-deps $(VENV)/.installed
 	$(BIN)/nbdev-test --n-workers 2
 
 pytest: $(VENV)/.installed
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile tests
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist loadfile tests
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/bench_kmeans.py
@@ -52,7 +57,7 @@ bench: $(VENV)/.installed
 	$(BIN)/python bench/bench_deadline.py
 
 # The docs site as static HTML in _docs/ (quarto builds the published site in the GitHub workflow).
-docs: $(VENV)/.installed
+docs: system-deps $(VENV)/.installed
 	$(BIN)/python scripts/build_docs.py
 
 clean:

@@ -5,6 +5,7 @@ import numpy as np, pytest
 from letter8_tokenizer.sequences import read_inter_json, leave_one_out, synthetic_sequences, from_lists
 from letter8_tokenizer.cf import CFConfig, CFTask, train_rows, evaluate_cf
 
+from conftest import require_shared
 BEAUTY = Path(__file__).resolve().parents[2]/'shared'/'data'/'beauty'/'Beauty.inter.json'
 
 def expected_rows(split, max_len):
@@ -25,9 +26,8 @@ def assert_rows_are_training_parts(split, max_len):
         np.testing.assert_array_equal(x[r][x[r] > 0] - 1, ex)
         np.testing.assert_array_equal(y[r][y[r] > 0] - 1, ey)
 
-@pytest.mark.skipif(not BEAUTY.exists(), reason=f'{BEAUTY} not here')
 def test_no_leakage_on_beauty():
-    split = leave_one_out(read_inter_json(BEAUTY))
+    split = leave_one_out(read_inter_json(require_shared(BEAUTY)))
     assert_rows_are_training_parts(split, 50)
     assert_rows_are_training_parts(split, 3)  # truncation keeps the newest training items, never held-out ones
 

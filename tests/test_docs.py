@@ -4,8 +4,8 @@ does not load, a link inside the site that leads nowhere (page or anchor), a Jav
 
 The build executes every notebook the way nbdev-test does, and fails on any cell that raises: it is how `make test`
 runs the notebooks, once per run. Chromium is driven through chromedriver's WebDriver HTTP API with the standard
-library (nothing to install from PyPI). The test installs nothing: without Debian's `chromium` and `chromium-driver`
-the page checks skip, saying so, and the build is still tested. The build re-runs only the notebooks whose inputs
+library (nothing to install from PyPI). `make test` installs Debian's `chromium` and `chromium-driver` first
+(`make system-deps`); without them the page checks fail, saying what to run. The build re-runs only the notebooks whose inputs
 changed since the last build (the notebook, the package, pyproject, the script), so a warm run takes seconds and a
 cold one about as long as executing every notebook once.
 """
@@ -22,8 +22,7 @@ DRIVER = shutil.which('chromedriver')
 FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
          '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage', '--window-size=1280,1024']
 
-NO_CHROMIUM = ('headless Chromium not installed: `apt-get install -y chromium chromium-driver` (the page checks need /usr/bin/chromium '
-               'and /usr/bin/chromedriver; the build, which runs every notebook, is tested without them)')
+NO_CHROMIUM = 'headless Chromium or chromedriver is missing: run `make system-deps` (installs Debian\'s chromium and chromium-driver)'
 
 def _build_module():
     spec = importlib.util.spec_from_file_location('build_docs', ROOT/'scripts'/'build_docs.py')
@@ -114,7 +113,7 @@ def _offline_fetch(msg:str, server:str) -> bool:
 @pytest.fixture(scope='module')
 def pages(server):
     "Every HTML page of the built site, opened once: what the page shows and what the browser logged."
-    if not (CHROMIUM and DRIVER): pytest.skip(NO_CHROMIUM)
+    if not (CHROMIUM and DRIVER): pytest.fail(NO_CHROMIUM, pytrace=False)
     chrome, res = Chrome(), {}
     try:
         for f in sorted(SITE.rglob('*.html')):

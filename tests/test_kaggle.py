@@ -269,7 +269,6 @@ def test_offline_install_from_a_wheel_folder(tmp_path):
 SEGMENT = ROOT/'nbs'/'segment.ipynb'
 
 
-@pytest.mark.skipif(not SEGMENT.exists(), reason='nbs/segment.ipynb (the real segment notebook) does not exist yet')
 def test_real_segment_notebook_chain(env, standin, reference):
     "The real segment notebook, chained over sessions, gives the same code table as one local run."
     # A 1 s session limit has always run out by the first step, so each session trains exactly one step and

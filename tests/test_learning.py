@@ -5,6 +5,7 @@ float rounding. Issue 13's full bars (20k items, 8 x 256) are measured by bench/
 import copy, os
 import numpy as np, pytest, torch
 from pathlib import Path
+from conftest import require_system
 from letter8_tokenizer.config import Config, override
 from letter8_tokenizer.data import WORDNET_NOUNS, WORDNET_PACKAGE, wordnet_catalog
 from letter8_tokenizer.kmeans import residual_init
@@ -17,7 +18,7 @@ SMALL = {'model.levels': LEVELS, 'model.codebook_size': K, 'model.hidden': [256]
 
 @pytest.fixture(scope='module')
 def catalog():
-    if not Path(WORDNET_NOUNS).is_file(): pytest.skip(f"{WORDNET_NOUNS} is missing: install the Debian package {WORDNET_PACKAGE}")
+    require_system(WORDNET_NOUNS, WORDNET_PACKAGE)
     cache = Path(os.environ.get('LETTER8_TEST_CACHE', Path.home()/'.cache'/'letter8'))  # built once (a minute or two), then reused
     return wordnet_catalog(cache/f'wordnet-{N}', n_items=N, seed=0, progress=False)
 

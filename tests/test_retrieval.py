@@ -11,6 +11,7 @@ from letter8_tokenizer.retrieval import (IdScheme, PrefixTrie, RetrieverTask, Re
                                          scheme_from_index_json, summarise, FIRST, BOS)
 from letter8_tokenizer.sequences import from_lists, leave_one_out, synthetic_sequences
 
+from conftest import require_shared
 BEAUTY = Path(__file__).resolve().parents[2]/'shared'/'data'/'beauty'
 
 
@@ -123,9 +124,8 @@ def test_sigkilled_run_resumes_bit_identical(world, tmp_path):
     assert (tmp_path/'killed'/'metrics.jsonl').read_bytes() == (tmp_path/'whole'/'metrics.jsonl').read_bytes()
 
 
-@pytest.mark.skipif(not (BEAUTY/'Beauty.index.json').exists(), reason='LETTER Beauty data not present')
 def test_letter_beauty_index():
     "LETTER's released Beauty IDs: 12,101 items, 4 levels, 24 items in collision groups -> one extra level."
-    s = scheme_from_index_json(BEAUTY/'Beauty.index.json', n_items=12101, sizes=256)
+    s = scheme_from_index_json(require_shared(BEAUTY/'Beauty.index.json'), n_items=12101, sizes=256)
     assert (len(s), s.levels, s.collided) == (12101, 5, 24)
     assert len(np.unique(s.codes, axis=0)) == 12101

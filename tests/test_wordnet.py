@@ -2,13 +2,13 @@
 import json
 import numpy as np
 import pytest
-from letter8_tokenizer.data import (WORDNET_NOUNS, wordnet_catalog, read_synsets, hypernym_chains, wordnet_labels,
+from conftest import require_system
+from letter8_tokenizer.data import (WORDNET_NOUNS, WORDNET_PACKAGE, wordnet_catalog, read_synsets, hypernym_chains, wordnet_labels,
                                     same_label_distance_ratio)
-
-pytestmark = pytest.mark.skipif(not __import__('os').path.exists(WORDNET_NOUNS), reason='wordnet-base is not installed')
 
 @pytest.fixture(scope='module')
 def catalog(tmp_path_factory):
+    require_system(WORDNET_NOUNS, WORDNET_PACKAGE)
     out = tmp_path_factory.mktemp('wordnet')
     return out, wordnet_catalog(out, n_items=2000, seed=0, progress=False)
 
