@@ -16,7 +16,7 @@ __all__ = ['ACTIVATION_LAYERS', 'TRY_COLLAPSED', 'TRY_INIT', 'FIRST_LETTER_ADVIC
            'code_metrics', 'init_gaps', 'Health', 'learning_health']
 
 # %% ../nbs/03_model.ipynb #938ab096
-import math, json, copy, os, secrets, shutil, tempfile, functools, warnings
+import math, json, copy, tempfile, functools, warnings
 from dataclasses import dataclass, asdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -31,7 +31,7 @@ from .kmeans import residual_init, check_bounds, balanced_assign, letter_bounds,
 from .arrays import check_points
 from .codes import level_sizes
 from .distributed import Shard, gather_rows, average_grads
-from .files import write_durable, fsync_dir
+from .files import write_durable, write_folder_atomic
 
 # %% ../nbs/03_model.ipynb #f7fa5da9
 ACTIVATION_LAYERS = dict(silu=nn.SiLU, gelu=nn.GELU, relu=nn.ReLU)
@@ -811,26 +811,15 @@ def reconstruction_mse(model:Letter8, # the tokenizer
     return mse / max(var, 1e-300) if relative else mse
 
 # %% ../nbs/03_model.ipynb #c33901e5
-def _swap_in(tmp:Path, path:Path):
-    "Put the finished folder `tmp` at `path`: readers see the old folder or the new one, never a partial one."
-    fsync_dir(tmp)
-    old = path.with_name(f'.{path.name}.old-{os.getpid()}') if path.exists() else None
-    if old: os.replace(path, old)
-    os.replace(tmp, path); fsync_dir(path.parent)
-    if old: shutil.rmtree(old, ignore_errors=True)
-
 def save_tokenizer(model:Letter8, # the tokenizer
                    path:str|Path, # a folder; replaced whole if it exists
                   ) -> Path:
-    "Write `model.pt` (state dict) and `config.json` into a temporary folder beside `path`, then swap it in whole."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f'.{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}'); tmp.mkdir()  # mode from the umask, as the folder it replaces
-    try:
+    "Write `model.pt` (state dict) and `config.json` into a folder that replaces `path` whole (`write_folder_atomic`)."
+    def write(tmp):
         write_durable(tmp/'model.pt', lambda f: torch.save(model.state_dict(), f))
         write_durable(tmp/'config.json', lambda f: f.write(json.dumps(config_to_dict(model.cfg), indent=1).encode()))
-        _swap_in(tmp, path)
-    finally: shutil.rmtree(tmp, ignore_errors=True)
-    return path
+    write_folder_atomic(path, write)
+    return Path(path)
 
 def load_tokenizer(path:str|Path # a folder written by `save_tokenizer`
                   ) -> Letter8:
