@@ -9,11 +9,11 @@ __all__ = ['ACTIVATION_LAYERS', 'TRY_COLLAPSED', 'TRY_INIT', 'FIRST_LETTER_ADVIC
            'sqdist', 'sinkhorn_codes', 'sinkhorn_log', 'QuantizerLevel', 'latent_dim', 'Letter8', 'bf16_cpu_warning',
            'cf_alignment_loss', 'group_partner', 'diversity_loss', 'activation_slope', 'first_letter_recon',
            'compute_losses', 'build_tokenizer', 'model_device', 'as_input', 'encode_latents', 'fit_normaliser',
-           'sample_rows', 'init_codebooks', 'canonical_labels', 'bounded_labels', 'balanced_groups', 'refresh_groups',
-           'param_groups', 'make_optimizer', 'StepModule', 'spread_ratio', 'learning_signals', 'train_step',
-           'decoder_params', 'code_vectors', 'decoder_step', 'lloyd_step', 'balanced_lloyd_step', 'refit_codebooks',
-           'encode_devices', 'encode', 'decode', 'reconstruction_mse', 'save_tokenizer', 'load_tokenizer', 'probe_gaps',
-           'code_metrics', 'init_gaps', 'Health', 'learning_health']
+           'sample_rows', 'init_codebooks', 'canonical_labels', 'balanced_groups', 'refresh_groups', 'param_groups',
+           'make_optimizer', 'StepModule', 'spread_ratio', 'learning_signals', 'train_step', 'decoder_params',
+           'code_vectors', 'decoder_step', 'lloyd_step', 'balanced_lloyd_step', 'refit_codebooks', 'encode_devices',
+           'encode', 'decode', 'reconstruction_mse', 'save_tokenizer', 'load_tokenizer', 'probe_gaps', 'code_metrics',
+           'init_gaps', 'Health', 'learning_health']
 
 # %% ../nbs/03_model.ipynb #938ab096
 import math, json, copy, tempfile, functools, warnings
@@ -27,7 +27,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from .config import Config, config_to_dict, config_from_dict
 from .data import Items, held_out_rows
-from .kmeans import residual_init, check_bounds, balanced_assign, letter_bounds, centroid_means
+from .kmeans import residual_init, check_bounds, balanced_assign, bounded_labels, letter_bounds, centroid_means
 from .arrays import check_points
 from .codes import level_sizes
 from .distributed import Shard, gather_rows, average_grads
@@ -513,23 +513,6 @@ def canonical_labels(labels:np.ndarray # [k] group id of each code
     "The same partition, groups numbered 0, 1, ... in the order of their smallest member."
     _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
     return np.argsort(np.argsort(first))[inverse]
-
-# %% ../nbs/03_model.ipynb #a8cf27eb
-def bounded_labels(dist:np.ndarray, # [k, g] distances of each code to each group centre
-                   size_min:int, # every group gets at least this many codes
-                   size_max:int, # and at most this many
-                  ) -> np.ndarray:
-    "Nearest-centre labels `[k]` under size bounds: greedy by distance (ties by index), then the cheapest moves into groups under `size_min`."
-    k, g = dist.shape
-    labels, counts = np.full(k, -1), np.zeros(g, np.int64)
-    for flat in np.argsort(dist, axis=None, kind='stable'):
-        i, j = divmod(int(flat), g)
-        if labels[i] < 0 and counts[j] < size_max: labels[i], counts[j] = j, counts[j] + 1
-    for j in range(g):
-        while counts[j] < size_min:
-            cost = np.where(counts[labels] > size_min, dist[:, j] - dist[np.arange(k), labels], np.inf)
-            i = int(np.argmin(cost)); counts[labels[i]] -= 1; labels[i], counts[j] = j, counts[j] + 1
-    return labels
 
 # %% ../nbs/03_model.ipynb #fe011770
 def balanced_groups(vectors:np.ndarray, # [k, e] code vectors of one level
