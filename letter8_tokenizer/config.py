@@ -235,11 +235,13 @@ def check_config(cfg:Config, # the config to check
     for i, h in enumerate(m.hidden):
         if isinstance(h, bool) or not isinstance(h, int) or h < 1: raise range_error(f'model.hidden[{i}]', h, 'an int >= 1')
     sizes = m.codebook_size if isinstance(m.codebook_size, list) else [m.codebook_size]
-    if isinstance(m.codebook_size, list) and len(sizes) != m.levels: raise range_error('model.codebook_size', m.codebook_size, f'one int per level ({m.levels}), or one int')
+    if isinstance(m.codebook_size, list) and len(sizes) != m.levels:
+        raise range_error('model.codebook_size', m.codebook_size, f'one int per level ({m.levels}), or one int')
     for s in sizes:
         if isinstance(s, bool) or not isinstance(s, int) or s < 2: raise range_error('model.codebook_size', m.codebook_size, 'ints >= 2')
     for l in q.sinkhorn_levels:
-        if isinstance(l, bool) or not isinstance(l, int) or not 0 <= l < m.levels: raise range_error('quantizer.sinkhorn_levels', q.sinkhorn_levels, f'levels in [0, {m.levels}) (0-based, model.levels={m.levels})')
+        if isinstance(l, bool) or not isinstance(l, int) or not 0 <= l < m.levels:
+            raise range_error('quantizer.sinkhorn_levels', q.sinkhorn_levels, f'levels in [0, {m.levels}) (0-based, model.levels={m.levels})')
     if q.update not in ('ema', 'grad'): raise range_error('quantizer.update', q.update, "'ema' or 'grad'")
     if cfg.optim.patience is not None and not cfg.data.holdout:
         raise ValueError(f"config key 'optim.patience': {cfg.optim.patience} needs held-out items to watch: set data.holdout (e.g. 0.1), or patience to None.")
