@@ -71,19 +71,19 @@ def snapshot(obj, # state to copy: nested dicts, lists and tuples of tensors, ar
 def _sample_index(n, k, seed):
     return np.arange(n) if n <= k else np.sort(np.random.default_rng(seed).choice(n, k, replace=False))
 
-def data_fingerprint(emb, # [n, dim] array or memmap of item embeddings; or an object with `.emb`, `.cf`, `.labels`
-                     cf=None, # optional row-aligned CF embeddings
-                     labels=None, # optional row-aligned labels
+def data_fingerprint(data, # [n, ...] array or memmap (named `emb`); or an object whose `fingerprint_arrays()` gives `{name: row-aligned array or None}`
                      sample:int=1024, # rows read by index (a fixed seeded sample) and hashed
                      seed:int=0, # seed of that sample
+                     **more, # beside an array `data`: more row-aligned arrays by name (None: absent), e.g. `labels=y`
                     ) -> dict:
     "Shape, dtype and a sha256 of a fixed sample of rows of each array, and an `id` over all of it."
-    if hasattr(emb, 'emb'): emb, cf, labels = emb.emb, getattr(emb, 'cf', None), getattr(emb, 'labels', None)
-    idx, fp = _sample_index(len(emb), sample, seed), {'rows_hashed': 0}
+    arrays = data.fingerprint_arrays() if hasattr(data, 'fingerprint_arrays') else {'emb': data, **more}
+    (first, ref), *_ = arrays.items()
+    idx, fp = _sample_index(len(ref), sample, seed), {'rows_hashed': 0}
     fp['rows_hashed'] = int(len(idx))
-    for name, a in (('emb', emb), ('cf', cf), ('labels', labels)):
+    for name, a in arrays.items():
         if a is None: continue
-        if len(a) != len(emb): raise ValueError(f"data_fingerprint: {name} has {len(a)} rows, the embeddings {len(emb)}: they must be row-aligned.")
+        if len(a) != len(ref): raise ValueError(f"data_fingerprint: {name} has {len(a)} rows, {first} {len(ref)}: they must be row-aligned.")
         rows = np.ascontiguousarray(a[idx])
         fp[name] = {'shape': list(a.shape), 'dtype': str(a.dtype), 'sample_sha256': hashlib.sha256(rows.tobytes()).hexdigest()[:16]}
     return {'id': hash_config(fp), **fp}

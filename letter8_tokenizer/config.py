@@ -6,15 +6,16 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/config.html.md"""
 
 # %% auto #0
 __all__ = ['RANGES', 'PRECISIONS', 'ACTIVATIONS', 'ModelConfig', 'QuantizerConfig', 'LossConfig', 'OptimConfig', 'decoder_start',
-           'run_epochs', 'DataConfig', 'ScheduleConfig', 'Config', 'config_from_dict', 'check_config', 'config_to_dict',
-           'load_config', 'save_config', 'override', 'config_hash', 'config_diff']
+           'run_epochs', 'DataConfig', 'ScheduleConfig', 'Config', 'config_from_dict', 'num_range', 'range_error',
+           'check_ranges', 'build_config', 'check_config', 'config_to_dict', 'load_config', 'save_config', 'override',
+           'config_hash']
 
 # %% ../nbs/02_config.ipynb #f84109a3
 from dataclasses import dataclass, field, fields, asdict, is_dataclass
 from pathlib import Path
 import difflib, json, math, typing
 import yaml
-from .files import hash_config, config_diff as dict_diff
+from .files import hash_config
 
 # %% ../nbs/02_config.ipynb #c2df2e2b
 @dataclass
@@ -146,7 +147,7 @@ def _unknown(key, where, known):
     hint = f" Did you mean {close[0]!r}?" if close else f" Known keys: {', '.join(known)}."
     return KeyError(f"unknown config key {where + key!r}.{hint}")
 
-def _build(cls, d, where=''):
+def _build(cls, d, where):
     if not isinstance(d, dict): raise TypeError(f"config section {where.rstrip('.') or 'root'!r} must be a mapping, got {d!r}.")
     known = {f.name: f for f in fields(cls)}
     for k in d:
@@ -160,10 +161,15 @@ def _build(cls, d, where=''):
 def config_from_dict(d:dict # nested plain data, any subset of the keys
                     ) -> Config:
     "A `Config` from nested dicts; missing keys keep their defaults; unknown keys, wrong types and out-of-range values raise."
-    return check_config(_build(Config, d or {}))
+    return check_config(build_config(Config, d))
 
 # %% ../nbs/02_config.ipynb #5a8b5362
-def _num(lo=None, hi=None, lo_open=False, hi_open=False, none=False):
+def num_range(lo=None, # the smallest allowed value; None: no lower bound
+              hi=None, # the largest allowed value; None: no upper bound
+              lo_open=False, # `lo` itself is not allowed
+              hi_open=False, # `hi` itself is not allowed
+              none=False, # None is allowed too
+             ) -> tuple:
     "A range check: `(test(value) -> bool, words for the allowed range)`."
     lo_s = f"{'>' if lo_open else '>='} {lo}" if lo is not None else ''
     hi_s = f"{'<' if hi_open else '<='} {hi}" if hi is not None else ''
@@ -174,49 +180,73 @@ def _num(lo=None, hi=None, lo_open=False, hi_open=False, none=False):
         return (lo is None or (v > lo if lo_open else v >= lo)) and (hi is None or (v < hi if hi_open else v <= hi))
     return ok, words
 
-_POS, _NONNEG, _WEIGHT = _num(1), _num(0), _num(0)
-RANGES = {'model.in_dim': _num(1, none=True), 'model.e_dim': _num(1, none=True), 'model.levels': _num(1, 26), 'model.dropout': _num(0, 1, hi_open=True),
-          'model.cf_dim': _num(1, none=True),
-          'quantizer.ema_decay': _num(0, 1, True, True), 'quantizer.dead_after': _NONNEG, 'quantizer.sinkhorn_eps': _num(0, lo_open=True),
+def range_error(key:str, # the key as the user types it
+                value, # its value
+                words:str, # what is allowed, e.g. '>= 1'
+               ) -> ValueError:
+    "The error of a value out of its range: it names the key, the value and what is allowed."
+    return ValueError(f"config key {key!r}: {value!r} is out of range; allowed: {words}.")
+
+def check_ranges(cfg, # a config dataclass
+                 ranges:dict, # {dotted key: `num_range(...)`}
+                 where:str='', # prefix of the keys in messages
+                ):
+    "`cfg` itself when every key of `ranges` lies in its range, else the `range_error` of the first that does not."
+    for key, (ok, words) in ranges.items():
+        node = cfg
+        for p in key.split('.'): node = getattr(node, p)
+        if not ok(node): raise range_error(where + key, node, words)
+    return cfg
+
+def build_config(cls, # a config dataclass (its sections may be dataclasses too)
+                 d=None, # plain data (any subset of the keys), an instance of `cls`, or None for the defaults
+                 ranges:dict|None=None, # {dotted key: `num_range(...)`} checked once the types are
+                 where:str='', # prefix of the keys in messages, e.g. 'retriever.'
+                ):
+    "A `cls` from plain data: unknown keys, wrong types and values out of `ranges` raise, naming the key, the value and the fix."
+    cfg = _build(cls, asdict(d) if isinstance(d, cls) else d or {}, where)
+    return check_ranges(cfg, ranges or {}, where)
+
+# %% ../nbs/02_config.ipynb #f286eeaa
+_POS, _NONNEG, _WEIGHT = num_range(1), num_range(0), num_range(0)
+RANGES = {'model.in_dim': num_range(1, none=True), 'model.e_dim': num_range(1, none=True), 'model.levels': num_range(1, 26),
+          'model.dropout': num_range(0, 1, hi_open=True), 'model.cf_dim': num_range(1, none=True),
+          'quantizer.ema_decay': num_range(0, 1, True, True), 'quantizer.dead_after': _NONNEG, 'quantizer.sinkhorn_eps': num_range(0, lo_open=True),
           'quantizer.sinkhorn_iters': _POS, 'quantizer.init_sample': _POS, 'quantizer.init_niter': _POS, 'quantizer.refit_every_epochs': _NONNEG,
           'loss.recon': _WEIGHT, 'loss.codebook': _WEIGHT, 'loss.commitment': _WEIGHT, 'loss.cf': _WEIGHT, 'loss.diversity': _WEIGHT,
-          'loss.cf_temperature': _num(0, lo_open=True), 'loss.diversity_temperature': _num(0, lo_open=True),
+          'loss.cf_temperature': num_range(0, lo_open=True), 'loss.diversity_temperature': num_range(0, lo_open=True),
           'loss.diversity_groups': _POS, 'loss.diversity_refresh_epochs': _POS,
-          'optim.lr': _num(0, lo_open=True), 'optim.weight_decay': _NONNEG, 'optim.encoder_lr_scale': _NONNEG, 'optim.batch_size': _POS, 'optim.epochs': _POS,
-          'optim.decoder_share': _num(0, 1),
-          'optim.grad_clip': _num(0, lo_open=True, none=True),
-          'data.chunk_rows': _POS, 'data.mix': _POS, 'data.holdout': _num(0, 0.5), 'optim.patience': _num(1, none=True), 'optim.joint_steps': _num(1, none=True),
-          'schedule.save_every_minutes': _num(0, lo_open=True), 'schedule.save_every_steps': _num(1, none=True),
-          'schedule.keep': _num(2), 'schedule.log_every_s': _NONNEG, 'seed': _NONNEG}
+          'optim.lr': num_range(0, lo_open=True), 'optim.weight_decay': _NONNEG, 'optim.encoder_lr_scale': _NONNEG, 'optim.batch_size': _POS,
+          'optim.epochs': _POS, 'optim.decoder_share': num_range(0, 1), 'optim.grad_clip': num_range(0, lo_open=True, none=True),
+          'data.chunk_rows': _POS, 'data.mix': _POS, 'data.holdout': num_range(0, 0.5), 'optim.patience': num_range(1, none=True),
+          'optim.joint_steps': num_range(1, none=True),
+          'schedule.save_every_minutes': num_range(0, lo_open=True), 'schedule.save_every_steps': num_range(1, none=True),
+          'schedule.keep': num_range(2), 'schedule.log_every_s': _NONNEG, 'seed': _NONNEG}
 
 # %% ../nbs/02_config.ipynb #5494b9de
 PRECISIONS = ('float32', 'bfloat16')  # model.precision: the dtype of the MLPs' matrix products
 ACTIVATIONS = ('silu', 'gelu', 'relu')  # model.activation: between the MLPs' layers
 
-def _range_error(key, value, words):
-    return ValueError(f"config key {key!r}: {value!r} is out of range; allowed: {words}.")
-
 def check_config(cfg:Config, # the config to check
                 ) -> Config:
     "`cfg` itself when every value lies in its allowed range, else a `ValueError` naming the key, the value and the range."
-    for key, (ok, words) in RANGES.items():
-        node = cfg
-        for p in key.split('.'): node = getattr(node, p)
-        if not ok(node): raise _range_error(key, node, words)
+    check_ranges(cfg, RANGES)
     m, q = cfg.model, cfg.quantizer
     for i, h in enumerate(m.hidden):
-        if isinstance(h, bool) or not isinstance(h, int) or h < 1: raise _range_error(f'model.hidden[{i}]', h, 'an int >= 1')
+        if isinstance(h, bool) or not isinstance(h, int) or h < 1: raise range_error(f'model.hidden[{i}]', h, 'an int >= 1')
     sizes = m.codebook_size if isinstance(m.codebook_size, list) else [m.codebook_size]
-    if isinstance(m.codebook_size, list) and len(sizes) != m.levels: raise _range_error('model.codebook_size', m.codebook_size, f'one int per level ({m.levels}), or one int')
+    if isinstance(m.codebook_size, list) and len(sizes) != m.levels:
+        raise range_error('model.codebook_size', m.codebook_size, f'one int per level ({m.levels}), or one int')
     for s in sizes:
-        if isinstance(s, bool) or not isinstance(s, int) or s < 2: raise _range_error('model.codebook_size', m.codebook_size, 'ints >= 2')
+        if isinstance(s, bool) or not isinstance(s, int) or s < 2: raise range_error('model.codebook_size', m.codebook_size, 'ints >= 2')
     for l in q.sinkhorn_levels:
-        if isinstance(l, bool) or not isinstance(l, int) or not 0 <= l < m.levels: raise _range_error('quantizer.sinkhorn_levels', q.sinkhorn_levels, f'levels in [0, {m.levels}) (0-based, model.levels={m.levels})')
-    if q.update not in ('ema', 'grad'): raise _range_error('quantizer.update', q.update, "'ema' or 'grad'")
+        if isinstance(l, bool) or not isinstance(l, int) or not 0 <= l < m.levels:
+            raise range_error('quantizer.sinkhorn_levels', q.sinkhorn_levels, f'levels in [0, {m.levels}) (0-based, model.levels={m.levels})')
+    if q.update not in ('ema', 'grad'): raise range_error('quantizer.update', q.update, "'ema' or 'grad'")
     if cfg.optim.patience is not None and not cfg.data.holdout:
         raise ValueError(f"config key 'optim.patience': {cfg.optim.patience} needs held-out items to watch: set data.holdout (e.g. 0.1), or patience to None.")
-    if m.precision not in PRECISIONS: raise _range_error('model.precision', m.precision, ' or '.join(map(repr, PRECISIONS)))
-    if m.activation not in ACTIVATIONS: raise _range_error('model.activation', m.activation, ', '.join(map(repr, ACTIVATIONS)))
+    if m.precision not in PRECISIONS: raise range_error('model.precision', m.precision, ' or '.join(map(repr, PRECISIONS)))
+    if m.activation not in ACTIVATIONS: raise range_error('model.activation', m.activation, ', '.join(map(repr, ACTIVATIONS)))
     return cfg
 
 # %% ../nbs/02_config.ipynb #c6e1301a
@@ -272,9 +302,3 @@ def config_hash(cfg:Config|dict, # a config, or its `config_to_dict`
                ) -> str:
     "Stable 16-hex-digit hash of every key and value (the one each checkpoint stores)."
     return hash_config(cfg if isinstance(cfg, dict) else config_to_dict(cfg))
-
-def config_diff(a:Config|dict, # a config, or its `config_to_dict`
-                b:Config|dict, # another
-               ) -> dict:
-    "`{dotted key: (value in a, value in b)}` for every key that differs."
-    return dict_diff(*(x if isinstance(x, dict) else config_to_dict(x) for x in (a, b)))

@@ -134,6 +134,12 @@ def take(self:Items, index:np.ndarray # global row ids
     emb, cf = get(self.emb), get(self.cf)
     return Batch(index, emb.astype(np.float32), None if cf is None else cf.astype(np.float32), get(self.labels))
 
+# %% ../nbs/00_data.ipynb #9e253dbd
+@patch
+def fingerprint_arrays(self:Items) -> dict:
+    "The row-aligned arrays that identify the catalog, by name: `emb`, `cf` and `labels` (None where absent)."
+    return {'emb': self.emb, 'cf': self.cf, 'labels': self.labels}
+
 # %% ../nbs/00_data.ipynb #dad44651
 def _chunks(n, rows): return [(s, min(s + rows, n)) for s in range(0, n, rows)]
 

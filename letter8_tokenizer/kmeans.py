@@ -6,8 +6,8 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/kmeans.html.md"""
 
 # %% auto #0
 __all__ = ['import_faiss', 'faiss_gpus', 'use_gpu', 'gpu_resources', 'knn', 'pairwise_sq', 'letter_bounds', 'check_bounds',
-           'rank_within', 'accept_moves', 'nearest_among', 'balanced_assign', 'kmeans_plusplus', 'centroid_means',
-           'inertia', 'kmeans_parallel', 'constrained_kmeans', 'ResidualInit', 'residual_init']
+           'rank_within', 'accept_moves', 'nearest_among', 'balanced_assign', 'bounded_labels', 'kmeans_plusplus',
+           'centroid_means', 'inertia', 'kmeans_parallel', 'constrained_kmeans', 'ResidualInit', 'residual_init']
 
 # %% ../nbs/01_kmeans.ipynb #5df0dde2
 from concurrent.futures import ThreadPoolExecutor
@@ -218,6 +218,23 @@ def balanced_assign(x:np.ndarray, # [n, d] float32 points
     block = None if use_gpu(gpu) else (lambda rows, cols: pairwise_sq(centroids[cols], x[rows]))
     _cap(nearest, k, labels, dist, size_max, block)
     _fill(nearest, k, labels, dist, size_min, block)
+    return labels
+
+# %% ../nbs/01_kmeans.ipynb #046f9969
+def bounded_labels(dist:np.ndarray, # [k, g] distances of each code to each group centre
+                   size_min:int, # every group gets at least this many codes
+                   size_max:int, # and at most this many
+                  ) -> np.ndarray:
+    "Nearest-centre labels `[k]` under size bounds: greedy by distance (ties by index), then the cheapest moves into groups under `size_min`."
+    k, g = dist.shape
+    labels, counts = np.full(k, -1), np.zeros(g, np.int64)
+    for flat in np.argsort(dist, axis=None, kind='stable'):
+        i, j = divmod(int(flat), g)
+        if labels[i] < 0 and counts[j] < size_max: labels[i], counts[j] = j, counts[j] + 1
+    for j in range(g):
+        while counts[j] < size_min:
+            cost = np.where(counts[labels] > size_min, dist[:, j] - dist[np.arange(k), labels], np.inf)
+            i = int(np.argmin(cost)); counts[labels[i]] -= 1; labels[i], counts[j] = j, counts[j] + 1
     return labels
 
 # %% ../nbs/01_kmeans.ipynb #2935729f

@@ -9,14 +9,14 @@ __all__ = ['ACTIVATION_LAYERS', 'TRY_COLLAPSED', 'TRY_INIT', 'FIRST_LETTER_ADVIC
            'sqdist', 'sinkhorn_codes', 'sinkhorn_log', 'QuantizerLevel', 'latent_dim', 'Letter8', 'bf16_cpu_warning',
            'cf_alignment_loss', 'group_partner', 'diversity_loss', 'activation_slope', 'first_letter_recon',
            'compute_losses', 'build_tokenizer', 'model_device', 'as_input', 'encode_latents', 'fit_normaliser',
-           'sample_rows', 'init_codebooks', 'canonical_labels', 'bounded_labels', 'balanced_groups', 'refresh_groups',
-           'param_groups', 'make_optimizer', 'StepModule', 'spread_ratio', 'learning_signals', 'train_step',
-           'decoder_params', 'code_vectors', 'decoder_step', 'lloyd_step', 'balanced_lloyd_step', 'refit_codebooks',
-           'encode_devices', 'encode', 'decode', 'reconstruction_mse', 'save_tokenizer', 'load_tokenizer', 'probe_gaps',
-           'code_metrics', 'init_gaps', 'Health', 'learning_health']
+           'sample_rows', 'init_codebooks', 'canonical_labels', 'balanced_groups', 'refresh_groups', 'param_groups',
+           'make_optimizer', 'StepModule', 'spread_ratio', 'learning_signals', 'train_step', 'decoder_params',
+           'code_vectors', 'decoder_step', 'lloyd_step', 'balanced_lloyd_step', 'refit_codebooks', 'encode_devices',
+           'encode', 'decode', 'reconstruction_mse', 'save_tokenizer', 'load_tokenizer', 'probe_gaps', 'code_metrics',
+           'init_gaps', 'Health', 'learning_health']
 
 # %% ../nbs/03_model.ipynb #938ab096
-import math, json, copy, os, secrets, shutil, tempfile, functools, warnings
+import math, json, copy, tempfile, functools, warnings
 from dataclasses import dataclass, asdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,11 +27,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from .config import Config, config_to_dict, config_from_dict
 from .data import Items, held_out_rows
-from .kmeans import residual_init, check_bounds, balanced_assign, letter_bounds, centroid_means
+from .kmeans import residual_init, check_bounds, balanced_assign, bounded_labels, letter_bounds, centroid_means
 from .arrays import check_points
 from .codes import level_sizes
 from .distributed import Shard, gather_rows, average_grads
-from .files import write_durable, fsync_dir
+from .files import write_durable, write_folder_atomic
 
 # %% ../nbs/03_model.ipynb #f7fa5da9
 ACTIVATION_LAYERS = dict(silu=nn.SiLU, gelu=nn.GELU, relu=nn.ReLU)
@@ -514,23 +514,6 @@ def canonical_labels(labels:np.ndarray # [k] group id of each code
     _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
     return np.argsort(np.argsort(first))[inverse]
 
-# %% ../nbs/03_model.ipynb #a8cf27eb
-def bounded_labels(dist:np.ndarray, # [k, g] distances of each code to each group centre
-                   size_min:int, # every group gets at least this many codes
-                   size_max:int, # and at most this many
-                  ) -> np.ndarray:
-    "Nearest-centre labels `[k]` under size bounds: greedy by distance (ties by index), then the cheapest moves into groups under `size_min`."
-    k, g = dist.shape
-    labels, counts = np.full(k, -1), np.zeros(g, np.int64)
-    for flat in np.argsort(dist, axis=None, kind='stable'):
-        i, j = divmod(int(flat), g)
-        if labels[i] < 0 and counts[j] < size_max: labels[i], counts[j] = j, counts[j] + 1
-    for j in range(g):
-        while counts[j] < size_min:
-            cost = np.where(counts[labels] > size_min, dist[:, j] - dist[np.arange(k), labels], np.inf)
-            i = int(np.argmin(cost)); counts[labels[i]] -= 1; labels[i], counts[j] = j, counts[j] + 1
-    return labels
-
 # %% ../nbs/03_model.ipynb #fe011770
 def balanced_groups(vectors:np.ndarray, # [k, e] code vectors of one level
                     n_groups:int, # groups wanted (at most k)
@@ -811,26 +794,15 @@ def reconstruction_mse(model:Letter8, # the tokenizer
     return mse / max(var, 1e-300) if relative else mse
 
 # %% ../nbs/03_model.ipynb #c33901e5
-def _swap_in(tmp:Path, path:Path):
-    "Put the finished folder `tmp` at `path`: readers see the old folder or the new one, never a partial one."
-    fsync_dir(tmp)
-    old = path.with_name(f'.{path.name}.old-{os.getpid()}') if path.exists() else None
-    if old: os.replace(path, old)
-    os.replace(tmp, path); fsync_dir(path.parent)
-    if old: shutil.rmtree(old, ignore_errors=True)
-
 def save_tokenizer(model:Letter8, # the tokenizer
                    path:str|Path, # a folder; replaced whole if it exists
                   ) -> Path:
-    "Write `model.pt` (state dict) and `config.json` into a temporary folder beside `path`, then swap it in whole."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f'.{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}'); tmp.mkdir()  # mode from the umask, as the folder it replaces
-    try:
+    "Write `model.pt` (state dict) and `config.json` into a folder that replaces `path` whole (`write_folder_atomic`)."
+    def write(tmp):
         write_durable(tmp/'model.pt', lambda f: torch.save(model.state_dict(), f))
         write_durable(tmp/'config.json', lambda f: f.write(json.dumps(config_to_dict(model.cfg), indent=1).encode()))
-        _swap_in(tmp, path)
-    finally: shutil.rmtree(tmp, ignore_errors=True)
-    return path
+    write_folder_atomic(path, write)
+    return Path(path)
 
 def load_tokenizer(path:str|Path # a folder written by `save_tokenizer`
                   ) -> Letter8:

@@ -24,7 +24,7 @@ from torch import nn
 import torch.nn.functional as F
 from fastcore.meta import delegates
 from .codes import check_codes, strings_to_codes, CodeTable
-from .config import _build, _num, _range_error
+from .config import build_config, num_range, range_error
 from .kmeans import residual_init
 from .files import replace_atomic
 from .session import Deadline
@@ -200,20 +200,18 @@ class RetrieverConfig:
     seed: int = 0 # seeds weights, dropout, data order and the validation sample
 
 # %% ../nbs/14_retrieval.ipynb #643f045e
-_RRANGES = {k: _num(1) for k in ('d_model', 'heads', 'enc_layers', 'dec_layers', 'ff', 'batch_size', 'epochs', 'patience',
-                                 'max_len', 'beam', 'eval_batch', 'bucket')}
-_RRANGES.update(dropout=_num(0, 1, hi_open=True), lr=_num(0, lo_open=True), weight_decay=_num(0), valid_users=_num(0), seed=_num(0))
+_RRANGES = {k: num_range(1) for k in ('d_model', 'heads', 'enc_layers', 'dec_layers', 'ff', 'batch_size', 'epochs', 'patience',
+                                      'max_len', 'beam', 'eval_batch', 'bucket')}
+_RRANGES.update(dropout=num_range(0, 1, hi_open=True), lr=num_range(0, lo_open=True), weight_decay=num_range(0), valid_users=num_range(0), seed=num_range(0))
 METRICS = ('recall@5', 'recall@10', 'ndcg@5', 'ndcg@10')
 
 def retriever_config(d:dict|RetrieverConfig|None=None, # plain data (any subset of the keys), a config, or None for defaults
                     ) -> RetrieverConfig:
     "A checked `RetrieverConfig`: unknown keys, wrong types and out-of-range values raise, naming the key."
-    cfg = _build(RetrieverConfig, asdict(d) if isinstance(d, RetrieverConfig) else d or {})
-    for key, (ok, words) in _RRANGES.items():
-        if not ok(getattr(cfg, key)): raise _range_error(key, getattr(cfg, key), words)
-    if cfg.d_model % cfg.heads: raise _range_error('d_model', cfg.d_model, f'a multiple of heads ({cfg.heads})')
-    if cfg.metric not in METRICS: raise _range_error('metric', cfg.metric, ' or '.join(METRICS))
-    if cfg.history not in ('tokens', 'items'): raise _range_error('history', cfg.history, "'tokens' or 'items'")
+    cfg = build_config(RetrieverConfig, d, _RRANGES)
+    if cfg.d_model % cfg.heads: raise range_error('d_model', cfg.d_model, f'a multiple of heads ({cfg.heads})')
+    if cfg.metric not in METRICS: raise range_error('metric', cfg.metric, ' or '.join(METRICS))
+    if cfg.history not in ('tokens', 'items'): raise range_error('history', cfg.history, "'tokens' or 'items'")
     return cfg
 
 # %% ../nbs/14_retrieval.ipynb #ebd22b4d

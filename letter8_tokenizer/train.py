@@ -59,7 +59,7 @@ class TokenizerTask(Trainable):
         return config_to_dict(self.cfg)
     def data(self) -> dict:
         "A fingerprint of the training data, checked on resume."
-        return data_fingerprint(self.items.emb, self.items.cf, self.items.labels)
+        return data_fingerprint(self.items)
     def n_batches(self) -> int:
         "Batches per epoch."
         return self.items.n_batches(self.cfg.optim.batch_size, self.cfg.data.drop_last, self.train_mask)
