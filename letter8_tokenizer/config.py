@@ -22,8 +22,8 @@ from .files import hash_config
 class ModelConfig:
     "Encoder, codebooks and decoder."
     in_dim: int|None = None # item embedding size; None: taken from the data
-    hidden: list = field(default_factory=lambda: [1024, 1024]) # widths of the MLP branches (encoder; the decoder mirrors them); LETTER: 2048-1024-512-256-128-64
-    activation: str = 'silu' # between MLP layers: 'silu', 'gelu', or 'relu' (LETTER's; under AdamW its hidden units die, model page)
+    hidden: list = field(default_factory=lambda: [1024, 1024]) # MLP branch widths (the decoder mirrors the encoder's); LETTER's: 2048-1024-512-256-128-64
+    activation: str = 'silu' # between MLP layers: 'silu', 'gelu', or 'relu' (LETTER's)
     e_dim: int|None = None # latent and code vector size; None: the input size (LETTER: 32)
     levels: int = 8 # codebook levels, the letters a, b, c, ...
     codebook_size: int|list = 256 # codes per level, or one size per level
@@ -31,14 +31,14 @@ class ModelConfig:
     skip: bool = True # linear paths around encoder and decoder (the input's top principal directions), the MLPs start at zero
     normalize: bool = True # centre the inputs and divide by their RMS spread (fit on the init sample, saved with the weights)
     cf_dim: int|None = None # CF embedding size; None: from the data. A linear map aligns it when it differs from e_dim
-    precision: str = 'float32' # the MLPs' matrix products: 'float32', or 'bfloat16' (autocast; a CPU step of LETTER's network 2.7x-3.1x LETTER's speed with AVX512-BF16, 1.5x in float32; a CPU with AVX2 and no AVX-512 emulates it, 12x slower than float32, and the tokenizer warns; GPUs with bfloat16 run it too, unmeasured); weights, codebooks and losses stay float32
+    precision: str = 'float32' # the MLPs' matrix products: 'float32', or 'bfloat16' (autocast; weights, codebooks and losses stay float32)
 
 # %% ../nbs/02_config.ipynb #cd033f1c
 @dataclass
 class QuantizerConfig:
     "How codes are assigned and kept alive."
     update: str = 'ema' # 'ema': codebooks follow running means of their items; 'grad': learned by the codebook loss
-    ema_decay: float = 0.9 # running-mean decay of the EMA update (0.9 follows the moving encoder; see the model page)
+    ema_decay: float = 0.9 # running-mean decay of the EMA codebook update, per batch
     reseed: bool = True # re-seed dead codes from the current batch's residuals
     dead_after: int = 8 # a code no item chose in this many consecutive batches is dead
     sinkhorn_levels: list = field(default_factory=list) # levels (0-based) assigned by Sinkhorn balancing while training; LETTER: the last
@@ -46,8 +46,8 @@ class QuantizerConfig:
     sinkhorn_iters: int = 50 # Sinkhorn iterations
     init_sample: int = 100_000 # items passed through the encoder for the residual k-means init
     init_niter: int = 20 # Lloyd iterations per level of the init
-    refit_every_epochs: int = 1 # exact Lloyd step of every codebook over `init_sample` items every this many epochs (0: never); undoes the EMA's drift (model page)
-    refit_balanced: bool = True # the refit assigns items with the init's size bounds (LETTER's), so no code of a deep level starves (model page)
+    refit_every_epochs: int = 1 # exact Lloyd step of every codebook over `init_sample` items every this many epochs (0: never)
+    refit_balanced: bool = True # the refit assigns items with the init's size bounds (LETTER's), so no code of a deep level starves
 
 # %% ../nbs/02_config.ipynb #c3c5b44d
 @dataclass
@@ -62,27 +62,27 @@ class LossConfig:
     diversity_groups: int = 10 # groups of codes per level for the diversity loss
     diversity_temperature: float = 1.0 # temperature of the diversity loss
     diversity_refresh_epochs: int = 1 # re-cluster the codes into groups every this many epochs
-    first_letter: float = 0.05 # reconstruction MSE from the first letter's code vector alone: the first letter must summarise its items (WordNet 80k, the default schedule: with 0.05 every probe ends above three k-means inits' mean, +0.001 to +0.005, where 0 left them 0.001-0.003 below, at 0.774x the init's error instead of 0.764x; with standardised inputs 0 left one probe clearly below; model page); 0: off
+    first_letter: float = 0.05 # weight of the reconstruction MSE from the first letter's code vector alone (0: off)
 
 # %% ../nbs/02_config.ipynb #656d0115
 @dataclass
 class OptimConfig:
     "Optimiser and length of the run."
-    lr: float = 1e-3 # AdamW learning rate, as LETTER's (3e-4 learns 3x slower, 3e-3 worse; model page)
+    lr: float = 1e-3 # AdamW learning rate, as LETTER's
     weight_decay: float = 1e-4 # AdamW weight decay
-    encoder_lr_scale: float = 1.0 # the encoder's (MLP and linear path) learning rate as a multiple of `lr`; 0 freezes it at the input's principal projection (WordNet 20k: 0.1 kept the probes the init's at 0.69x its error with seed 0, lost up to 0.013 with seed 1; model page)
+    encoder_lr_scale: float = 1.0 # the encoder's learning rate as a multiple of `lr` (0 freezes it at the input's principal projection)
     batch_size: int = 1024 # items per step
-    epochs: int = 200 # passes over the catalog, the decoder phase's included; `joint_steps` may end the joint ones sooner (model page)
-    decoder_share: float = 0.2 # the last share of `epochs` (rounded; 40 of 200) trains the decoder alone on codes that no longer move (encoder, codebooks and groups frozen, no refits), so it learns the catalog's final codes instead of chasing moving ones (WordNet 80k: 20 + 20 epochs 0.80x the init's error, 200 without it 0.88x; model page); 0: none
-    joint_steps: int|None = 1580 # the joint epochs end at the first epoch's end at or past this many optimiser steps, and the decoder phase, its planned length, follows: on WordNet 80k (79 steps per epoch) the longer the joint phase, the looser the init's grouping (neighbour ratio 0.8519 after 1,580 steps, 0.8522 after 3,634, 0.8529 after 14,220; three inits 0.8521-0.8524). The default runs 20 + 40 epochs on 80k, 79 + 40 on 20k (model page); None: every joint epoch
+    epochs: int = 200 # passes over the catalog, the decoder phase's included; `joint_steps` may end the joint ones sooner
+    decoder_share: float = 0.2 # share of `epochs` (rounded) at the end that trains the decoder alone on frozen codes (0: none)
+    joint_steps: int|None = 1580 # optimiser steps after which the joint epochs end, at an epoch's end (None: every joint epoch)
     grad_clip: float|None = None # clip the gradient norm to this, when set
-    patience: int|None = None # with data.holdout: this many epochs without a lower held-out reconstruction error end the joint epochs (the decoder phase then starts from the best epoch's weights) and, in the decoder phase, the run, which keeps the best epoch's weights; None: run every epoch
+    patience: int|None = None # with data.holdout: epochs without a lower held-out error that end a phase, keeping the best weights (None: off)
 
 # %% ../nbs/02_config.ipynb #836444d2
 def decoder_start(optim:OptimConfig, # the run's optimiser settings
                   n_batches:int|None=None, # steps per epoch; None: ignore `joint_steps`
                  ) -> int:
-    "The first epoch (0-based) of the decoder phase: `epochs` minus their `decoder_share`, rounded half up (`epochs` when there is none), or, given `n_batches`, the first epoch's end at or past `joint_steps` steps when that comes sooner."
+    "First epoch (0-based) of the decoder phase: `epochs` less their `decoder_share` (rounded half up), or an epoch's end past `joint_steps`, if sooner."
     planned = optim.epochs - math.floor(optim.epochs * optim.decoder_share + 0.5)
     if n_batches is None or optim.joint_steps is None: return planned
     return min(planned, math.ceil(optim.joint_steps / n_batches))
@@ -101,7 +101,7 @@ class DataConfig:
     chunk_rows: int = 65_536 # rows read from disk at a time
     mix: int = 4 # chunks shuffled together; memory is about mix * chunk_rows rows
     drop_last: bool = False # skip each epoch's last, smaller batch
-    holdout: float = 0.0 # share of items kept out of training and of the init's fit, scored after every epoch; the run ends on the best epoch's weights (`held_out_rows`; 0: none)
+    holdout: float = 0.0 # share of items kept out of training and of the init's fit, scored after every epoch (0: none)
 
 # %% ../nbs/02_config.ipynb #3611ec21
 @dataclass
