@@ -6,19 +6,21 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/cli.html.md"""
 
 # %% auto #0
 __all__ = ['COMMANDS', 'RUN_OPTIONS', 'DEMO_OVERRIDES', 'KAGGLE_ACTIONS', 'command', 'forwarded', 'parser', 'main', 'env',
-           'export_summary', 'retrieval_summary', 'run', 'new', 'encode', 'probe', 'with_options', 'cf_summary', 'cf',
-           'check_ids', 'retrieval', 'demo', 'kaggle']
+           'export_summary', 'retrieval_summary', 'run', 'new', 'check_output', 'encode', 'probe', 'with_options',
+           'check_device', 'cf_summary', 'cf', 'check_ids', 'retrieval', 'demo', 'kaggle']
 
 # %% ../nbs/10_cli.ipynb #e2b76914
-import os, sys, time, difflib, json, inspect, shutil, traceback
+import os, sys, time, difflib, json, inspect, shutil, traceback, errno, math, secrets
 from pathlib import Path
 import numpy as np
 from fastcore.script import anno_parser, store_true
 from fastcore.meta import delegates
 from .segments import (run_segments, new_experiment, segment_config, format_table, PLACEHOLDER_USER,
-                                        notebook_parameters, check_parameters)
+                                        notebook_parameters, check_parameters, InputError, as_typed, refuse,
+                                        check_experiment, check_settings, check_interactions)
 from .export import encode_run, code_table, probe_inputs
 from .config import run_epochs
+from .files import os_error_in
 
 # %% ../nbs/10_cli.ipynb #0ba2016a
 COMMANDS = {}
@@ -66,7 +68,13 @@ def main(argv:list|None=None # arguments after `letter8`; default sys.argv[1:]
     params, unset = inspect.signature(f).parameters, set(forwarded(f))
     try: return int(f(**{k: v for k, v in vars(args).items() if k in params and not (k in unset and v is None)}) or 0)
     except KeyboardInterrupt: print(f"letter8 {name}: interrupted", file=sys.stderr); return 1
+    except InputError as e:  # bad input: one line in the user's words, no traceback
+        print(f"letter8 {name}: {' '.join(str(e).split())}", file=sys.stderr); return 2
     except Exception as e:
+        if (err := os_error_in(e)) is not None and err.errno == errno.ENOSPC:
+            print(f"letter8 {name}: the disk is full: writing {err.filename or 'a file'} failed ({err.strerror}). Free space on that disk "
+                  "(or give --out / --work-dir on a larger one), then run the same command again: what was committed is kept.", file=sys.stderr)
+            return 1
         if os.environ.get('LETTER8_DEBUG'): traceback.print_exc()
         print(f"letter8 {name}: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
@@ -103,10 +111,16 @@ def _load_params(path):
     import yaml
     if not path: return {}
     p = Path(path)
-    if not p.is_file(): raise FileNotFoundError(f"parameters file {p} not found (letter8 new NAME writes one: experiments/NAME/parameters.yaml).")
-    d = yaml.safe_load(p.read_text()) or {}
-    if not isinstance(d, dict): raise ValueError(f"{p} must hold a mapping of notebook parameters, e.g. 'experiment: demo'.")
+    if not p.is_file(): raise refuse(as_typed('flag'), 'params', path, ("it is a folder" if p.is_dir() else "no such file") + ": give the parameters.yaml that `letter8 new NAME` writes (experiments/NAME/parameters.yaml).")
+    try: d = yaml.safe_load(p.read_text()) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as e: raise refuse(as_typed('flag'), 'params', path, f"not valid YAML ({' '.join(str(e).split())[:200]}).") from None
+    if not isinstance(d, dict): raise refuse(as_typed('flag'), 'params', path, "must hold a mapping of notebook parameters, e.g. 'experiment: demo'.")
     return check_parameters(d, str(p))
+
+def _at_least(flag:str, value, lo, fix:str=''):
+    "Refuse `flag value` below `lo` (or not finite)."
+    if value is not None and (not math.isfinite(value) or value < lo):
+        raise InputError(f"{flag} {value}: give {'a number' if isinstance(lo, float) else 'an integer'} >= {lo}{fix}.")
 
 # %% ../nbs/10_cli.ipynb #b6f7f634
 @command
@@ -124,13 +138,17 @@ def run(params:str=None, # YAML file of notebook parameters (from `letter8 new`)
        ):
     "Run the segment notebook again and again with papermill until the run is done."
     p = {**_load_params(params), **kwargs}
+    show = as_typed('flag', file=params, flags=tuple(kwargs))
+    _at_least('--max-segments', max_segments, 1); _at_least('--retries', retries, 0); _at_least('--threads', threads, 0, ' (0: the default)')
+    _at_least('--kill-segment', kill_segment, -1, ' (-1: every segment)')
+    if Path(out).exists() and not Path(out).is_dir(): raise InputError(f"--out {out}: it is a file; give a folder for the segment notebooks and the ledger.")
     drill = None
     if kill_segment >= 0:
-        if not p.get('kill_after_s'): raise ValueError(f"--kill-segment {kill_segment} needs --kill-after-s SECONDS: when to kill that segment.")
+        if not p.get('kill_after_s'): raise InputError(f"--kill-segment {kill_segment} needs --kill-after-s SECONDS: when to kill that segment.")
         drill = {kill_segment: {'kill_after_s': p.pop('kill_after_s')}}
     env = {'OMP_NUM_THREADS': threads, 'MKL_NUM_THREADS': threads} if threads else None
     rep = run_segments(notebook, out, p, max_segments=max_segments, retries=retries, env=env, force=force, segment_parameters=drill,
-                       stream=None if quiet else sys.stdout)
+                       stream=None if quiet else sys.stdout, show=show)
     if rep.segments: print('\n' + format_table(rep.rows()))
     if rep.done and (rep.final or {}).get('exported'): print('\n' + export_summary(rep.final['exported']))
     if rep.done and (rep.final or {}).get('retrieval'): print('\n' + retrieval_summary(rep.final['retrieval'], Path(rep.run_dir)/'retrieval'))
@@ -149,7 +167,7 @@ def new(name:str, # experiment name (folder, notebook parameter, Kaggle slug)
     "Fork the segment notebook into DEST/NAME with the parameters baked in, parameters.yaml and kernel-metadata.json for Kaggle."
     from letter8_tokenizer.kaggle import data_path_notes
     notes = data_path_notes(kwargs)  # a missing file fails here, before anything is written
-    folder = new_experiment(name, dest, username, kwargs, enable_gpu=not no_gpu, overwrite=overwrite)
+    folder = new_experiment(name, dest, username, kwargs, enable_gpu=not no_gpu, overwrite=overwrite, show=as_typed('flag'))
     kid = json.loads((folder/'kernel-metadata.json').read_text())['id']
     print(f"created {folder}: {', '.join(sorted(p.name for p in folder.iterdir()))}")
     print(f"run it here:    letter8 run --params {folder/'parameters.yaml'} --out {folder/'runs'}")
@@ -169,6 +187,24 @@ def _tokenizer_for(tokenizer, its):
                          f"encode embeddings from the same embedding model (and dimension) as its training items, or train a tokenizer on these.")
     return model
 
+def check_output(out:str, # the output path as typed
+                 inputs:dict, # {how the user named an input (e.g. 'ITEMS'): its path}
+                 name:str='OUT', # how the user named the output
+                 folder_marker:str|None=None, # a file that marks a folder as this command's own output (safe to write again)
+                ):
+    "Refuse an output that is an input (symlinks resolved), lies inside one, holds one, or is a folder of other files; nothing is written."
+    o = Path(out).resolve()
+    for what, p in inputs.items():
+        if p is None: continue
+        q = Path(p).resolve()
+        if o == q: raise InputError(f"{name} {out}: it is the {what} you gave ({p}); writing it would destroy that input. Give another output path.")
+        if q in o.parents: raise InputError(f"{name} {out}: it lies inside the {what} you gave ({p}); give an output path outside it.")
+        if o in q.parents: raise InputError(f"{name} {out}: it holds the {what} you gave ({p}); give an output path that holds no input.")
+    if folder_marker and o.is_dir() and any(o.iterdir()) and not (o/folder_marker).exists():
+        raise InputError(f"{name} {out}: the folder exists and holds other files ({', '.join(sorted(x.name for x in o.iterdir())[:4])}), not an "
+                         f"earlier output of this command; give a new folder.")
+    if not folder_marker and o.is_dir(): raise InputError(f"{name} {out}: it is a folder; give a .npy file path (or a folder path without .npy for a code table).")
+
 @command
 def encode(tokenizer:str, # folder written by save_tokenizer (a run's tokenizer/)
            items:str, # .npy item embeddings [n, dim]
@@ -177,6 +213,10 @@ def encode(tokenizer:str, # folder written by save_tokenizer (a run's tokenizer/
           ):
     "Encode items with a trained tokenizer: codes .npy, or a collision-free code table folder."
     from letter8_tokenizer.data import Items
+    table = Path(out).suffix != '.npy'
+    inputs = {'TOKENIZER folder': tokenizer, 'ITEMS file': items}
+    check_output(out, inputs, 'OUT', 'codes.json' if table else None)
+    if index_json: check_output(index_json, {**inputs, 'OUT': out}, '--index-json')
     its = Items(items)
     model = _tokenizer_for(tokenizer, its)
     codes, _, last = encode_run(model, its)
@@ -271,6 +311,36 @@ def _need_out(out, name):
     if not out: raise ValueError(f"letter8 {name} needs --out DIR: the run folder (checkpoints, results); the same DIR again resumes.")
     return Path(out)
 
+def check_device(device:str|None, # the --device flag, None: unset
+                ):
+    "Refuse a torch device that is not one, or is not on this machine."
+    if device is None: return
+    import torch
+    try: d = torch.device(device)
+    except (RuntimeError, ValueError): raise InputError(f"--device {device}: not a torch device; give cpu, cuda or cuda:N, or leave it unset.") from None
+    if d.type == 'cuda' and not torch.cuda.is_available():
+        raise InputError(f"--device {device}: CUDA is not available on this machine (torch {torch.__version__}); give --device cpu, or leave it unset (CUDA when there is one).")
+    if d.type == 'cuda' and d.index is not None and d.index >= torch.cuda.device_count():
+        raise InputError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s); give cuda:0 to cuda:{torch.cuda.device_count() - 1}.")
+    if d.type not in ('cpu', 'cuda'): raise InputError(f"--device {device}: give cpu or cuda (cuda:N), or leave it unset.")
+
+def _check_sequence_run(name, inter, out, n_items, device, cls, build, kwargs, marks):
+    "The checks of `letter8 cf` and `letter8 retrieval` before anything is written."
+    out = _need_out(out, name)
+    if n_items is not None and n_items < 1: raise InputError(f"--n-items {n_items}: give the catalog size, at least 1 (or leave it unset).")
+    check_device(device)
+    if (p := Path(inter)).exists() and (o := out.resolve()) and (o == p.resolve() or p.resolve() in o.parents or o in p.resolve().parents):
+        raise InputError(f"--out {out}: it is, lies inside or holds the interactions INTER {inter}; give a run folder apart from the data.")
+    if out.is_file(): raise InputError(f"--out {out}: it is a file; give a folder for the run.")
+    if out.is_dir() and any(out.iterdir()) and not any((out/m).exists() for m in marks):
+        raise InputError(f"--out {out}: the folder holds other files ({', '.join(sorted(x.name for x in out.iterdir())[:4])}), not an earlier "
+                         f"`letter8 {name}` run; give a new folder (the same folder again resumes a run).")
+    check_interactions(inter, n_items, as_typed('flag', {'interactions_path': 'INTER'}))
+    from dataclasses import fields as dc_fields
+    given = {f.name: kwargs[f.name] for f in dc_fields(cls) if f.name in kwargs}
+    check_settings(build, given, [f.name for f in dc_fields(cls)], as_typed('flag'), cls.__name__)
+    return out
+
 def cf_summary(r, # `cf_run`'s `SegmentResult`
                out:Path, # the run folder
               ) -> str:
@@ -295,7 +365,7 @@ def cf(inter:str, # `<dataset>.inter.json` ({user: [item rows, oldest first]}) o
       ):
     "Train SASRec on the interactions, resumably; write CF embeddings (cf.npy) for `letter8 new --cf-path`."
     from letter8_tokenizer.cf import cf_run
-    out = _need_out(out, 'cf')
+    out = _check_sequence_run('cf', inter, out, n_items, device, CFConfig, lambda d: CFConfig(**d), kwargs, ('checkpoints', 'cf.npy'))
     r = cf_run(inter, out, config=_split_config(CFConfig, kwargs), n_items=n_items, device=device, progress=not quiet, **kwargs)
     print(cf_summary(r, out))
     return 0 if r.done else 1
@@ -335,7 +405,11 @@ def check_ids(ids:list, # the `--ids` entries
     n, specs, first = read_interactions(inter, n_items).n_items, [], None
     for k, s in enumerate(ids):
         spec = _id_spec(s, out)
-        scheme, _ = load_scheme(spec, n, first)
+        try: scheme, _ = load_scheme(spec, n, first)
+        except (ValueError, KeyError, TypeError, OSError) as e:
+            if isinstance(e, ValueError) and 'copies the shape' in str(e): raise
+            raise InputError(f"--ids {s}: cannot be read as IDs ({type(e).__name__}: {' '.join(str(e).split())[:300]}); give a LETTER .index.json, a codes .npy, "
+                             "a code table folder, 'random:<seed>' or 'items'.") from None
         if len(scheme) != n:
             raise ValueError(f"--ids {s}: IDs for {len(scheme):,} items, but the interactions {inter} cover {n:,} items; give one ID per "
                              f"catalog row (--n-items N sets the catalog size when its last items have no interactions).")
@@ -358,7 +432,8 @@ def retrieval(inter:str, # `<dataset>.inter.json` ({user: [item rows, oldest fir
              ):
     "Train a generative retriever on each ID scheme, resumably; print Recall@5/10 and NDCG@5/10 per scheme and write the report."
     from letter8_tokenizer.retrieval import retrieval_run, results_table
-    out = _need_out(out, 'retrieval')
+    from letter8_tokenizer.retrieval import retriever_config
+    out = _check_sequence_run('retrieval', inter, out, n_items, device, RetrieverConfig, retriever_config, kwargs, ('checkpoints', 'rows', 'ids', 'retrieval.json'))
     specs = check_ids(ids, inter, n_items, out)
     r = retrieval_run(inter, specs, out, config=_split_config(RetrieverConfig, kwargs), n_items=n_items, device=device, progress=not quiet, **kwargs)
     if r['status'] != 'done':
@@ -370,6 +445,35 @@ def retrieval(inter:str, # `<dataset>.inter.json` ({user: [item rows, oldest fir
 # %% ../nbs/10_cli.ipynb #30fd13c3
 DEMO_OVERRIDES = {'model.hidden': [128, 64], 'model.e_dim': 16, 'model.codebook_size': 32, 'optim.batch_size': 256,
                   'schedule.save_every_steps': 50}
+
+def _demo_check(out, items, epochs, segment_budget, kill_after, threads) -> dict:
+    "Every flag of `letter8 demo`, checked before anything is moved or written; the run's parameters."
+    if not isinstance(epochs, int) or epochs < 1: raise InputError(f"--epochs {epochs}: give at least 1 training epoch (default 240).")
+    for flag, v in (('--segment-budget', segment_budget), ('--kill-after', kill_after)):
+        if not math.isfinite(v) or v < 0: raise InputError(f"{flag} {v}: give seconds >= 0 (0: auto).")
+    if threads < 0: raise InputError(f"--threads {threads}: give 0 (torch's default) or more.")
+    if Path(out).exists() and not Path(out).is_dir(): raise InputError(f"--out {out}: it is a file; give a folder for the demo's runs.")
+    ov = {**DEMO_OVERRIDES, 'optim.epochs': epochs}
+    params = dict(experiment='letter8-demo', catalog_items=items, overrides=json.dumps(ov), margin_s=2.0)
+    check_experiment(params, as_typed('flag', {'catalog_items': '--items'}))
+    return params
+
+def _set_aside(out:Path) -> Path:
+    "Move the last demo's runs into `out/.previous` (a killed demo's leftovers are dropped and its saved runs restored first)."
+    keep = out/'.previous'
+    if keep.is_dir(): _restore(out, keep, drop_new=True)
+    for sub in ('segmented', 'whole'):
+        if (out/sub).exists(): keep.mkdir(parents=True, exist_ok=True); (out/sub).rename(keep/sub)
+    return keep
+
+def _restore(out:Path, keep:Path, drop_new:bool=False):
+    "Put the runs set aside in `keep` back; the new runs go to `out/failed` (or are dropped)."
+    for sub in ('segmented', 'whole'):
+        if (out/sub).exists() and (keep/sub).exists() and drop_new: shutil.rmtree(out/sub)
+        elif (out/sub).exists() and not drop_new:
+            shutil.rmtree(out/'failed'/sub, ignore_errors=True); (out/'failed').mkdir(parents=True, exist_ok=True); (out/sub).rename(out/'failed'/sub)
+        if (keep/sub).exists(): (keep/sub).rename(out/sub)
+    shutil.rmtree(keep, ignore_errors=True)
 
 def _ledger_table(rep):
     return format_table([dict(segment=s.segment, stop=s.stop_reason, steps=s.steps, committed=f"{s.start_step}->{s.end_step}",
@@ -403,7 +507,7 @@ def _demo_record(path, head:dict, seg, checks:dict):
 
 # %% ../nbs/10_cli.ipynb #c95258f4
 @command
-def demo(out:str='runs/demo', # folder for both runs (its segmented/ and whole/ are replaced)
+def demo(out:str='runs/demo', # folder for both runs (its segmented/ and whole/ are replaced once both new runs are done)
          items:int=4000, # items in the built-in catalog
          epochs:int=240, # training epochs (enough that a third of the training outlasts the export)
          segment_budget:float=0.0, # seconds per segment, kernel start-up included; 0: auto, start-up plus a third of the reference's training time (at least the export's time)
@@ -412,36 +516,52 @@ def demo(out:str='runs/demo', # folder for both runs (its segmented/ and whole/ 
         ):
     "The main job: a segmented run with a fault drill on the built-in catalog, checked against an uninterrupted run."
     t0, out = time.time(), Path(out)
-    for sub in ('segmented', 'whole'): shutil.rmtree(out/sub, ignore_errors=True)
-    ov = {**DEMO_OVERRIDES, 'optim.epochs': epochs}
+    params = _demo_check(out, items, epochs, segment_budget, kill_after, threads)
+    keep, finished = _set_aside(out), False
+    try:
+        finished = _demo(out, items, epochs, segment_budget, kill_after, threads, params, t0)
+        return 0 if finished == 'ok' else 1
+    finally:
+        if finished: shutil.rmtree(keep, ignore_errors=True)  # the new runs replace the last demo's
+        else: _restore(out, keep)  # a failed or interrupted demo leaves the last demo's runs as they were
+
+def _demo(out, items, epochs, segment_budget, kill_after, threads, params, t0):
+    "The demo's two runs and checks: 'ok', 'checks failed', or None when a run failed."
+    ov = json.loads(params['overrides'])
     cfg = segment_config('', ov)
     per_epoch = -(-items // cfg.optim.batch_size)
     steps = run_epochs(cfg.optim, per_epoch)[1] * per_epoch  # `optim.joint_steps` may shorten the joint epochs
-    params = dict(experiment='letter8-demo', catalog_items=items, overrides=json.dumps(ov), margin_s=2.0)
     env = {'OMP_NUM_THREADS': threads, 'MKL_NUM_THREADS': threads} if threads else None
     print(f"catalog: {items:,} items x 128 (CF 32-d, labels top/mid/leaf); model: MLP {[128, *cfg.model.hidden, cfg.model.e_dim]}, "
           f"{cfg.model.levels} levels x {cfg.model.codebook_size} codes; {steps // per_epoch} epochs x batch {cfg.optim.batch_size} = {steps:,} steps; "
           f"{threads or 'default'} thread(s) per kernel\n")
     print("1) uninterrupted reference: one segment, no deadline", flush=True)
     whole = run_segments(None, out/'whole', params, max_segments=1, retries=0, env=env)
-    if not whole.done: print(f"demo failed: the reference run ended {whole.status}: {whole.message}", file=sys.stderr); return 1
+    if not whole.done: print(f"demo failed: the reference run ended {whole.status}: {whole.message} (its runs: {out/'failed'})", file=sys.stderr); return None
     tm = _demo_timing(whole, segment_budget, kill_after)
     print(f"\n2) segmented: {tm['budget']:.0f}s per segment (reference: {tm['start_s']:.0f}s start-up, {tm['train_s']:.0f}s training), "
           f"segment-001 killed after {tm['kill_after']:.1f}s of training (the planned kill: 'Kernel died' below is the fault drill, not a failure)", flush=True)
     seg = run_segments(None, out/'segmented', {**params, 'export_s': tm['export_s'], 'session_limit_s': float(tm['budget'])}, max_segments=12, retries=2,
                        segment_parameters={1: {'kill_after_s': tm['kill_after']}}, env=env)
     print('\n' + _ledger_table(seg) + '\n')
-    if not (whole.done and seg.done): print(f"demo failed: reference {whole.status}, segmented {seg.status}; see {out}", file=sys.stderr); return 1
+    if not (whole.done and seg.done): print(f"demo failed: reference {whole.status}, segmented {seg.status}; see {out/'failed'}", file=sys.stderr); return None
     ex, checks = seg.final.get('exported', {}), _demo_checks(whole, seg)
     killed = sum(s.stop_reason == 'killed' for s in seg.segments)
     _demo_record(out/'demo.json', dict(items=items, steps=steps, seconds=round(time.time() - t0, 1)), seg, checks)
     print(f"{len(seg.segments)} segments ({killed} killed), {seg.final['step']:,} steps\n{export_summary(ex)}\nsummary:    {out/'demo.json'}")
     for k, ok in checks.items(): print(f"  [{'ok' if ok else 'FAILED'}] {k}")
     print(f"\ntotal {time.time() - t0:.0f}s")
-    return 0 if all(checks.values()) else 1
+    return 'ok' if all(checks.values()) else 'checks failed'
 
 # %% ../nbs/10_cli.ipynb #3102758b
 KAGGLE_ACTIONS = ('env', 'plan', 'chain', 'wheelhouse')
+
+def _check_accelerator(kg, accelerator):
+    "The accelerator check of the chain (`kaggle.machine_shape`), as a refusal of the flag."
+    import warnings
+    try:
+        with warnings.catch_warnings(): warnings.simplefilter('ignore'); kg.machine_shape(accelerator)
+    except ValueError as e: raise InputError(f"--accelerator {accelerator!r}: {str(e).split(': ', 1)[-1]}") from None
 
 def _kaggle_chain(kg, experiment, dataset, accelerator, endpoint, sources):
     "`letter8 kaggle chain`: the experiment folder's notebook, pushed session after session until done."
@@ -449,6 +569,7 @@ def _kaggle_chain(kg, experiment, dataset, accelerator, endpoint, sources):
     folder = Path(experiment)
     meta = json.loads((folder/'kernel-metadata.json').read_text())
     params = yaml.safe_load((folder/'parameters.yaml').read_text()) or {}
+    check_experiment(params, as_typed('flag', file=str(folder/'parameters.yaml')), kaggle_paths=True)
     clock = {k: params.pop(k) for k in ('session_limit_s', 'margin_s') if k in params}  # the chain's own arguments
     for n in kg.data_path_notes(params, local_ok=False): print(f"note: {n}")
     chain = kg.KaggleChain(folder/'chain', folder/meta['code_file'], meta['id'], dataset, experiment=params.pop('experiment', folder.name),
@@ -482,10 +603,16 @@ def kaggle(action:str, # env | plan | chain | wheelhouse
     if action == 'env': print(kg.probe_table(kg.probe_environment(expect_gpu=expect_gpu))); return 0
     if action == 'plan':
         if step_s is None or steps_left is None: print("letter8 kaggle plan needs --step-s and --steps-left", file=sys.stderr); return 2
+        if not (math.isfinite(step_s) and step_s > 0): raise InputError(f"--step-s {step_s}: give the measured seconds per training step, > 0.")
+        _at_least('--steps-left', steps_left, 0); _at_least('--quota-left-h', quota_left_h, 0.0, " (`kaggle quota` shows it; leave it unset if unknown)")
+        _check_accelerator(kg, accelerator)
         plan = kg.plan_sessions(step_s, steps_left, quota_left_h=quota_left_h, accelerator=accelerator)
         print(format_table([{k: v for k, v in plan.items() if not isinstance(v, (list, dict))}])); return 0
     if not dataset: print(f"letter8 kaggle {action} needs --dataset owner/slug", file=sys.stderr); return 2
     if action == 'wheelhouse':
         print(f"wrote {kg.build_wheelhouse(dest, dataset, project=project)}; upload it with `kaggle datasets create -p {dest}`"); return 0
     if not experiment: print("letter8 kaggle chain needs --experiment FOLDER (made by `letter8 new`)", file=sys.stderr); return 2
+    _check_accelerator(kg, accelerator)
+    for f in ('kernel-metadata.json', 'parameters.yaml'):
+        if not (Path(experiment)/f).is_file(): raise InputError(f"--experiment {experiment}: no {f} there; give a folder made by `letter8 new NAME` (experiments/NAME).")
     return _kaggle_chain(kg, experiment, dataset, accelerator, endpoint, sources)
