@@ -463,8 +463,6 @@ def check_experiment(params:dict, # segment notebook parameters, some or all (th
     if p['margin_s'] >= limit / 2:
         raise bad('margin_s', f"keeps {p['margin_s']:g} s free of a {limit:g} s session (session_limit_s), so it leaves too little to train: "
                               f"give a margin under half the session, e.g. {min(5.0, limit / 10):g}.")
-    if p['export_s'] and p['margin_s'] + p['export_s'] >= limit:
-        raise bad('export_s', f"with margin_s={p['margin_s']:g} it takes the whole {limit:g} s session: give less, or 0 to estimate it.")
     if p['config_path'] and not _kaggle_only(p['config_path'], kaggle_paths):
         if not Path(p['config_path']).is_file(): raise bad('config_path', "no such file" + (" (it is a folder)" if Path(p['config_path']).is_dir() else '') + ": give a YAML or JSON config file, or '' for the tiny defaults.")
         try: load_config(p['config_path'])
