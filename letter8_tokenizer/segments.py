@@ -783,10 +783,10 @@ def _verdict(rec:SegmentRecord, fails:int, retries:int, ledger:Path) -> tuple:
                                   'no progress: the segment committed no step (session budget too short?)')
     failed = not rec.ok or (rec.steps == 0 and not rec.done)
     if failed and rec.error and ('No space left' in rec.error or 'ENOSPC' in rec.error):
-        where = re.search(r"No space left on device: '([^']+)'", rec.error)
-        return fails + 1, (f"failed: the disk is full: {rec.segment} could not write {where[1] if where else 'its files'} ({rec.error}). Free space on "
-                           f"that disk (or point work_dir / --work-dir at a larger one), then run the same command again: it resumes from the last "
-                           f"commit ({rec.checkpoint or 'none yet'}); nothing committed was lost. Notebook: {rec.notebook}; ledger: {ledger}")
+        fix = '' if 'Free disk space' in rec.error else (f" Free space on that disk (or point work_dir / --work-dir at a larger one), then run the same "
+                                                         f"command again: it resumes from the last commit ({rec.checkpoint or 'none yet'}); nothing committed was lost.")
+        return fails + 1, (f"failed: the disk is full: {rec.error.rstrip('.')} ({rec.segment}: a permanent error, not retried).{fix} "
+                           f"Notebook: {rec.notebook}; ledger: {ledger}")
     if failed and rec.permanent:
         return fails + 1, (f"failed: {rec.error or rec.stop_reason} ({rec.segment} {rec.stop_reason}: a permanent error, "
                            f"not retried; nothing committed was lost). Notebook: {rec.notebook}; ledger: {ledger}")

@@ -49,4 +49,4 @@ def test_killed_runner_is_recorded(tmp_path):
     record_segment(tmp_path/'segments.jsonl', dict(segment='segment-000', notebook=str(tmp_path/'segment-000.ipynb'), stop_reason='running', end=None))
     with pytest.raises(InputError, match='catalog_items: 300 -> 500'):  # refused after the records are settled
         run_segments(None, tmp_path, dict(experiment='k', catalog_items=500), progress=False)
-    assert read_ledger(tmp_path/'segments.jsonl')[0]['stop_reason'] == 'killed' and read_status(run)['status'] == 'killed'
+    assert read_ledger(tmp_path/'segments.jsonl')[0]['stop_reason'] == 'killed' and read_status(run.root)['status'] == 'killed'

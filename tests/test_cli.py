@@ -209,5 +209,5 @@ def test_changed_items_file(partial, tmp_path):
     cat = partial/'catalog'
     np.save(tmp_path/'other.npy', np.load(cat/'items.npy')[::-1].copy())  # same shape and dtype, other rows
     rc, out, run, before = rerun(partial, tmp_path, '--items-path', tmp_path/'other.npy', '--cf-path', cat/'cf.npy', '--labels-path', cat/'labels.npy')
-    assert rc == 1 and 'ResumeRefused' in out and 'not retried' in out, out
-    assert kept(run, before)
+    assert rc == 2 and 'was started with other parameters' in out and f"items_path: '' -> '{tmp_path/'other.npy'}'" in out, out  # refused before any kernel
+    assert kept(run, before) and not list(tmp_path.glob('segment-001*'))

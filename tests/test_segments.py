@@ -152,7 +152,7 @@ def test_failing_cell_is_recorded_and_retries_are_bounded(tmp_path):
     assert rep.message.startswith('failed: InputError') and s.notebook in rep.message
     _, nb = outputs(s.notebook)
     assert nb['metadata']['papermill']['exception'] is True
-    assert read_status(Path(rep.run_dir))['status'] == 'error'  # the segment never finished, and no process holds the lock: not 'running'
+    assert read_status(Path(rep.run_dir)) is None  # refused by the notebook's own check, before it wrote anything
     ledger = [json.loads(l) for l in (tmp_path/'segments.jsonl').read_text().splitlines()]
     assert [(r['segment'], r['stop_reason']) for r in ledger] == [('segment-000', 'error')]
     _, nb = outputs(s.notebook)
