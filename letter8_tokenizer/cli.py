@@ -279,6 +279,7 @@ def probe(codes:str, # codes .npy, or a code table folder
     from letter8_tokenizer.data import Items
     from letter8_tokenizer.codes import CodeTable
     c = Path(codes)
+    check_output(out, {'CODES': codes, 'ITEMS file': items, '--labels file': labels, '--cf file': cf, '--titles file': titles, '--tokenizer folder': tokenizer}, 'OUT', 'probe.json')
     if not c.exists(): raise FileNotFoundError(f"codes {c} not found: give a codes .npy or a code table folder.")
     arr = CodeTable.load(c).codes if c.is_dir() else np.load(c, allow_pickle=False)
     its = Items(items, cf=cf, labels=labels)

@@ -124,6 +124,8 @@ CASES = [  # (argv, what the message must show)
     (['encode', TOK, CAT, 'otherrun'], 'OUT otherrun: the folder exists and holds other files'),
     (['encode', TOK, CAT, 'folder.npy/..'], 'folder'),
     (['encode', TOK, CAT, 'codes.npy', '--index-json', CAT], f'--index-json {CAT}: it is the ITEMS file'),
+    (['probe', 'codes.npy', CAT, CAT], f'OUT {CAT}: it is the ITEMS file'),
+    (['probe', 'codes.npy', CAT, 'otherrun'], 'OUT otherrun: the folder exists and holds other files'),
     # letter8 demo: every flag checked before the last demo's runs are moved
     (['demo', '--out', 'demo', '--items', '0'], '--items 0'),
     (['demo', '--out', 'demo', '--items', '-3'], '--items -3'),
