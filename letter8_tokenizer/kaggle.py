@@ -532,6 +532,8 @@ def plan_sessions(step_s:float, # measured seconds per training step
     "Sessions, accelerator hours and ETA for the rest of a run, and a warning when it exceeds the quota."
     if not step_s > 0: raise ValueError(f"step_s={step_s!r}: must be > 0 (measure it after warm-up).")
     if steps_left < 0: raise ValueError(f"steps_left={steps_left!r}: must be >= 0.")
+    if quota_left_h is not None and not quota_left_h >= 0: raise ValueError(f"quota_left_h={quota_left_h!r}: give the accelerator hours left this week, >= 0 (None: unknown).")
+    if accelerator is not None: machine_shape(accelerator)  # the chain's check: an accelerator it would refuse is refused here too
     session_s = float(session_s if session_s is not None else kaggle_session_limit(accelerator))
     train_s = session_s - overhead_s - margin_s
     if train_s < step_s:
@@ -906,4 +908,4 @@ def plan(self:KaggleChain,
         ) -> dict:
     "`plan_sessions` with this chain's session length and the quota left now."
     return plan_sessions(step_s, steps_left, session_s=self._session_h() * 3600, margin_s=self.margin_s,
-                         quota_left_h=self.quota_left_h(), **kw)
+                         quota_left_h=None if (q := self.quota_left_h()) is None else max(q, 0.0), **kw)  # an overdrawn week has 0 h left

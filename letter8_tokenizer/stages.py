@@ -18,7 +18,7 @@ from .config import run_epochs
 from .data import held_out_rows
 from .export import export_run, export_estimate_s, reserve_export
 from .segments import (run_paths, segment_config, segment_items, segment_deadline, read_status, write_status, write_metrics,
-                                        committed, comma_list, run_phase, segment_lock, release_lock, check_parameters, notebook_parameters,
+                                        committed, comma_list, run_phase, segment_lock, release_lock, check_experiment, check_run_folder, notebook_parameters,
                                         stage_inputs, format_table, RUN_PARAMETERS)
 
 # %% ../nbs/08a_stages.ipynb #ff4217f3
@@ -45,11 +45,12 @@ class Session:
     def __init__(self, params:dict, # the segment notebook's parameters (`notebook_parameters`), some or all
                  segment:str|None=None, # this segment's name; None: $LETTER8_SEGMENT, else the time
                 ):
-        self.t0, self.p = time.time(), check_parameters({**notebook_parameters(), **params}, 'the parameters')
+        self.t0, self.p = time.time(), check_experiment(params, where='the parameters')
         p = self.p
         self.segment = segment or os.environ.get('LETTER8_SEGMENT') or time.strftime('session-%Y%m%d-%H%M%S', time.gmtime())
         self.run, self.read_roots = run_paths(p['work_dir'], p['experiment']), comma_list(p['resume_from'])
         self.inputs = stage_inputs(self.run, p['items_path'], p['cf_path'], p['interactions_path'], p['retrieval_ids'], p['catalog_items'])
+        check_run_folder(self.run, self.read_roots)
         self.cfg = segment_config(p['config_path'], p['overrides'])
         self.lock = segment_lock(self.run)
         self.previous = read_status(self.run.status)

@@ -94,7 +94,9 @@ def test_encode_and_probe(trained):
 
 def test_run_that_keeps_failing_exits_1(tmp_path):
     rc, out, err = call('run', '--experiment', 'bad', '--items-path', tmp_path/'missing.npy', '--out', tmp_path, '--retries', 0, '--threads', 1, '--quiet')
-    assert rc == 1 and 'failed' in out and 'missing.npy' in out
+    assert rc == 2 and f"--items-path {tmp_path/'missing.npy'}" in err and not list(tmp_path.iterdir())  # bad input: refused, nothing written
+    rc, out, err = call('run', '--experiment', 'bad', '--catalog-items', 300, '--kill-after-s', 0.01, '--out', tmp_path, '--retries', 0, '--threads', 1, '--quiet')
+    assert rc == 1 and 'failed' in out and 'killed' in out
     assert not [l for l in out.splitlines() if l.startswith('  | ')] and 'collisions before resolution' not in out
 
 def test_run_on_two_ranks(tmp_path):
@@ -207,5 +209,5 @@ def test_changed_items_file(partial, tmp_path):
     cat = partial/'catalog'
     np.save(tmp_path/'other.npy', np.load(cat/'items.npy')[::-1].copy())  # same shape and dtype, other rows
     rc, out, run, before = rerun(partial, tmp_path, '--items-path', tmp_path/'other.npy', '--cf-path', cat/'cf.npy', '--labels-path', cat/'labels.npy')
-    assert rc == 1 and 'ResumeRefused' in out and 'not retried' in out, out
-    assert kept(run, before)
+    assert rc == 2 and 'was started with other parameters' in out and f"items_path: '' -> '{tmp_path/'other.npy'}'" in out, out  # refused before any kernel
+    assert kept(run, before) and not list(tmp_path.glob('segment-001*'))

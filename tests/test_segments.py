@@ -5,7 +5,7 @@ import json, subprocess, sys
 from pathlib import Path
 import pytest
 from letter8_tokenizer.segments import (run_segments, segment_notebook, read_status, RunReport, RunPaths, verify_export, read_lock,
-                                        RunLockedError, committed)
+                                        RunLockedError, committed, InputError)
 from letter8_tokenizer.checkpoint import step_dirs
 from letter8_tokenizer.codes import CodeTable
 
@@ -133,23 +133,28 @@ def test_export_deferred_to_next_session_when_time_is_short(tmp_path):
     assert verify_export(RunPaths(Path(rep.run_dir)), s0.end_step) is None
 
 def test_permanent_error_is_not_retried(tmp_path):
-    rep = run_segments(NB, tmp_path, dict(experiment='bad', items_path=str(tmp_path/'missing.npy')), max_segments=5,
-                       retries=3, env=ENV, progress=False)
+    "Checked before any kernel starts, a missing file is refused up front; given to one segment only, it fails that segment, not retried."
+    with pytest.raises(InputError, match=r"items_path='.*missing.npy': item embeddings file not found"):
+        run_segments(NB, tmp_path, dict(experiment='bad', items_path=str(tmp_path/'missing.npy')), progress=False)
+    assert not list(tmp_path.iterdir())
+    rep = run_segments(NB, tmp_path, dict(experiment='bad', catalog_items=300), max_segments=5, retries=3, env=ENV, progress=False,
+                       segment_parameters={0: {'items_path': str(tmp_path/'missing.npy')}})
     assert rep.status == 'failed' and len(rep.segments) == 1 and rep.segments[0].permanent
-    assert rep.message.startswith('failed: FileNotFoundError:') and 'missing.npy' in rep.message and 'not retried' in rep.message
+    assert rep.message.startswith('failed: InputError:') and 'missing.npy' in rep.message and 'not retried' in rep.message
     assert read_lock(Path(rep.run_dir)) is None
 
 def test_failing_cell_is_recorded_and_retries_are_bounded(tmp_path):
-    rep = run_segments(NB, tmp_path, dict(experiment='bad', items_path=str(tmp_path/'missing.npy'), session_limit_s=30.5), max_segments=5,
-                       retries=0, env=ENV, progress=False)
+    rep = run_segments(NB, tmp_path, dict(experiment='bad', catalog_items=300, session_limit_s=30.5), max_segments=5,
+                       retries=0, env=ENV, progress=False, segment_parameters={0: {'items_path': str(tmp_path/'missing.npy')}})
     assert rep.status == 'failed' and len(rep.segments) == 1
     s = rep.segments[0]
-    assert s.stop_reason == 'error' and 'FileNotFoundError' in s.error and 'missing.npy' in s.error
-    assert rep.message.startswith('failed: FileNotFoundError') and s.notebook in rep.message
+    assert s.stop_reason == 'error' and 'InputError' in s.error and 'missing.npy' in s.error
+    assert rep.message.startswith('failed: InputError') and s.notebook in rep.message
     _, nb = outputs(s.notebook)
     assert nb['metadata']['papermill']['exception'] is True
-    assert read_status(Path(rep.run_dir))['status'] == 'running'  # the segment never finished
-    assert len((tmp_path/'segments.jsonl').read_text().splitlines()) == 1
+    assert read_status(Path(rep.run_dir)) is None  # refused by the notebook's own check, before it wrote anything
+    ledger = [json.loads(l) for l in (tmp_path/'segments.jsonl').read_text().splitlines()]
+    assert [(r['segment'], r['stop_reason']) for r in ledger] == [('segment-000', 'error')]
     _, nb = outputs(s.notebook)
     assert 'session_limit_s = 30.5' in json.dumps(nb)  # the budget reached the notebook as its session limit
 
