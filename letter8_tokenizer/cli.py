@@ -360,7 +360,9 @@ def retrieval(inter:str, # `<dataset>.inter.json` ({user: [item rows, oldest fir
     from letter8_tokenizer.retrieval import retrieval_run, results_table, verdict_summary
     out = _need_out(out, 'retrieval')
     specs = check_ids(ids, inter, n_items, out)
-    r = retrieval_run(inter, specs, out, config=_split_config(RetrieverConfig, kwargs), n_items=n_items, device=device, progress=not quiet, **kwargs)
+    small = {f.name: f.default for f in fields(RetrieverConfig)}  # flags left at the small judge's defaults give way to --preset's values
+    config = {k: v for k, v in _split_config(RetrieverConfig, kwargs).items() if k == 'preset' or v != small[k]}
+    r = retrieval_run(inter, specs, out, config=config, n_items=n_items, device=device, progress=not quiet, **kwargs)
     if r['status'] != 'done':
         print(f"{r['status']}: scheme {r['scheme']!r} at step {r['result']['step']:,}; not finished: run the same command again to continue.")
         return 1

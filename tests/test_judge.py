@@ -75,3 +75,26 @@ def test_bad_lengths_and_presets_fail_before_anything_is_written(world, tmp_path
     tmp, inter, _, _ = world
     with pytest.raises(ValueError, match=words): retrieval_run(inter, [tmp/'codes.npy'], tmp_path/'run', dict(SMALL, **config), progress=False)
     assert not (tmp_path/'run').exists()
+
+
+def test_cli_prints_verdicts_and_refuses_bad_lengths(world, tmp_path):
+    "`letter8 retrieval --lengths`: the paired verdicts and the recommended length on stdout; a length above the scheme's, or an unknown preset, exits 1 naming it, nothing written."
+    from test_cli_models import letter8
+    tmp, inter, _, _ = world
+    ret = ['--d-model', '32', '--heads', '2', '--enc-layers', '1', '--dec-layers', '1', '--ff', '64', '--epochs', '1', '--batch-size', '128',
+           '--beam', '10', '--max-len', '10', '--valid-users', '100', '--quiet']
+    ok = letter8('retrieval', inter, '--ids', tmp/'codes.npy', '--ids', 'random:0', '--lengths', '1', '--out', 'run', *ret, cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert 'the small judge' in ok.stdout and '| codes | random |' in ok.stdout and 'Recommended ID length: ' in ok.stdout, ok.stdout
+    assert [r['group'] for r in json.loads((tmp_path/'run'/'retrieval.json').read_text())['results']] == ['codes', 'random', 'codes[:1]']
+    for argv, msg in ((['--lengths', '3'], "config key 'lengths': 3 in '3' is above the 2 letters of 'codes'"),
+                      (['--preset', 't5'], "config key 'preset': 't5' is out of range; allowed: 'small' or 'tiger'")):
+        bad = letter8('retrieval', inter, '--ids', tmp/'codes.npy', *argv, '--out', 'bad', *ret, cwd=tmp_path)
+        assert bad.returncode == 1 and msg in bad.stderr, (argv, bad.stderr)
+        assert not (tmp_path/'bad').exists()
+    tiger = letter8('retrieval', inter, '--ids', tmp/'codes.npy', '--preset', 'tiger', '--d-model', '64', '--max-steps', '1', '--max-len', '10',
+                    '--out', 'tiger', '--quiet', cwd=tmp_path)
+    assert tiger.returncode == 1 and 'step_limit' in tiger.stdout, tiger.stdout + tiger.stderr
+    from letter8_tokenizer.checkpoint import Checkpointer
+    cfg = Checkpointer(tmp_path/'tiger'/'checkpoints'/'00').load().manifest['config']  # the preset's values; flags given on top
+    assert (cfg['preset'], cfg['enc_layers'], cfg['head_dim'], cfg['user_buckets'], cfg['amp'], cfg['d_model']) == ('tiger', 4, 64, 2000, True, 64), cfg
