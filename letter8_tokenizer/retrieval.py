@@ -875,6 +875,7 @@ def verdict_summary(results:list[dict], # rows of `retrieval_run` or `evaluate_s
                    ) -> str:
     "The judge, the paired verdicts on the test users and the recommended length, as Markdown (the CLI and the segment notebook print it)."
     parts = [judge_note(results[0].get('preset', 'small'))]
+    if not all('ranks' in r for r in results): return parts[0] + '\n\nNo paired verdicts: some rows predate per-user ranks; score them again in a new run folder.'
     if len({r['group'] for r in results}) > 1:
         parts.append(f"Paired differences on the same test users (A - B ± paired s.e.; verdict at {z:g} s.e.):\n\n" + paired_markdown(paired_table(results, z=z)))
     if (rec := recommend_length(results, z)): parts.append('Recommended ID length: ' + rec['why'])
