@@ -28,7 +28,7 @@ from letter8_tokenizer.loop import run_segment
 from letter8_tokenizer.export import encode_run, code_table
 from letter8_tokenizer.cf import cf_run
 from letter8_tokenizer.retrieval import (scheme_from_index_json, random_like, rqkmeans_scheme, retrieval_run, summarise,
-                                         results_table, write_retrieval_report, METRICS)
+                                         results_table, write_retrieval_report, METRICS, paired_table, paired_markdown)
 from letter8_tokenizer.sequences import read_inter_json
 
 DATA = ROOT.parent/'shared'/'data'/'beauty'
@@ -167,8 +167,10 @@ def report_stage(a):
                 tokenizer=dict(levels=4, codebook_size=256, epochs=a.tok_epochs, cf_weight=a.cf_weight), tokenizers=health,
                 threads=torch.get_num_threads(), python=platform.python_version(), torch=torch.__version__, cpus=os.cpu_count(),
                 uptime=subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip(), verdicts=v)
+    pairs = paired_table(rows) if all('ranks' in r for r in rows) and len(summ) > 1 else []  # schemes of separate runs pair on the same test users
+    if pairs: print(paired_markdown(pairs))
     out = Path(a.out); out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(dict(meta=meta, summary=list(summ.values()), results=rows), indent=1))
+    out.write_text(json.dumps(dict(meta=meta, summary=list(summ.values()), paired=pairs, results=[{k: v for k, v in r.items() if k != 'ranks'} for r in rows]), indent=1))
     if a.report: write_retrieval_report(rows, a.report, meta)
     print(f"wrote {out}")
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from letter8_tokenizer.retrieval import (scheme_from_index_json, random_like, item_scheme, rqkmeans_scheme, evaluate_scheme,
-                                         results_table, summarise, write_retrieval_report, retriever_config, METRICS)
+                                         results_table, summarise, write_retrieval_report, retriever_config, METRICS,
+                                         paired_table, paired_markdown)
 from letter8_tokenizer.sequences import read_inter_json, leave_one_out, from_lists, check_no_leakage
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,8 +117,10 @@ def report(rows, meta, out, report_dir=''):
                                   beats=bool(summ['letter'][m] - rnd[m] > rnd[m + '_spread']))
             print('LETTER beats random by more than the seed spread:', verdict)
     meta = dict(meta, verdict=verdict)
+    pairs = paired_table(rows) if all('ranks' in r for r in rows) and len(summ) > 1 else []
+    if pairs: print(paired_markdown(pairs))
     out = Path(out); out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(dict(meta=meta, summary=list(summ.values()), results=rows), indent=1))
+    out.write_text(json.dumps(dict(meta=meta, summary=list(summ.values()), paired=pairs, results=[{k: v for k, v in r.items() if k != 'ranks'} for r in rows]), indent=1))
     if report_dir: write_retrieval_report(rows, report_dir, meta)
     print(f"wrote {out}; {meta.get('uptime', '')}")
 

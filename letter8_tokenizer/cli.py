@@ -442,16 +442,17 @@ def retrieval(inter:str, # `<dataset>.inter.json` ({user: [item rows, oldest fir
               quiet:store_true=False, # no progress lines
               **kwargs, # RetrieverConfig's fields and run_segment's resumability options
              ):
-    "Train a generative retriever on each ID scheme, resumably; print Recall@5/10 and NDCG@5/10 per scheme and write the report."
-    from letter8_tokenizer.retrieval import retrieval_run, results_table
-    from letter8_tokenizer.retrieval import retriever_config
-    out = _check_sequence_run('retrieval', inter, out, n_items, device, RetrieverConfig, retriever_config, kwargs, ('checkpoints', 'rows', 'ids', 'retrieval.json'))
+    "Train a generative retriever on each ID scheme, resumably; print Recall@5/10 and NDCG@5/10 per scheme, the paired verdicts (and with --lengths the recommended ID length), and write the report."
+    from letter8_tokenizer.retrieval import retrieval_run, results_table, verdict_summary, retriever_config
+    small = {f.name: f.default for f in fields(RetrieverConfig)}  # flags left at the small judge's defaults give way to --preset's values
+    config = {k: v for k, v in _split_config(RetrieverConfig, kwargs).items() if k == 'preset' or v != small[k]}
+    out = _check_sequence_run('retrieval', inter, out, n_items, device, RetrieverConfig, retriever_config, config, ('checkpoints', 'rows', 'ids', 'retrieval.json'))
     specs = check_ids(ids, inter, n_items, out)
-    r = retrieval_run(inter, specs, out, config=_split_config(RetrieverConfig, kwargs), n_items=n_items, device=device, progress=not quiet, **kwargs)
+    r = retrieval_run(inter, specs, out, config=config, n_items=n_items, device=device, progress=not quiet, **kwargs)
     if r['status'] != 'done':
         print(f"{r['status']}: scheme {r['scheme']!r} at step {r['result']['step']:,}; not finished: run the same command again to continue.")
         return 1
-    print(f"{results_table(r['rows'])}\n\nreport: {out/'retrieval.html'} (and retrieval.json, retrieval.png)")
+    print(f"{results_table(r['rows'])}\n\n{verdict_summary(r['rows'])}\n\nreport: {out/'retrieval.html'} (and retrieval.json, ranks.npz, retrieval.png)")
     return 0
 
 # %% ../nbs/10_cli.ipynb #30fd13c3
