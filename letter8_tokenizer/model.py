@@ -6,14 +6,14 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/model.html.md"""
 
 # %% auto #0
 __all__ = ['ACTIVATION_LAYERS', 'FUSED_ADAMW_DEVICES', 'TRY_COLLAPSED', 'TRY_INIT', 'FIRST_LETTER_ADVICE', 'TRY_PROBES',
-           'TRY_MEMORISED', 'mlp', 'sqdist', 'sinkhorn_codes', 'sinkhorn_log', 'QuantizerLevel', 'latent_dim',
+           'TRY_MEMORISED', 'on_xla', 'mlp', 'sqdist', 'sinkhorn_codes', 'sinkhorn_log', 'QuantizerLevel', 'latent_dim',
            'Letter8', 'bf16_cpu_warning', 'cf_alignment_loss', 'group_partner', 'diversity_loss', 'activation_slope',
            'first_letter_recon', 'compute_losses', 'build_tokenizer', 'model_device', 'as_input', 'encode_latents',
            'fit_normaliser', 'sample_rows', 'init_codebooks', 'canonical_labels', 'bounded_labels', 'balanced_groups',
            'refresh_groups', 'param_groups', 'make_optimizer', 'StepModule', 'spread_ratio', 'learning_signals',
-           'train_step', 'decoder_params', 'code_vectors', 'decoder_step', 'lloyd_step', 'balanced_lloyd_step',
-           'refit_codebooks', 'encode_devices', 'encode', 'decode', 'reconstruction_mse', 'save_tokenizer',
-           'load_tokenizer', 'probe_gaps', 'code_metrics', 'init_gaps', 'Health', 'learning_health']
+           'read_losses', 'train_step', 'decoder_params', 'code_vectors', 'decoder_step', 'lloyd_step',
+           'balanced_lloyd_step', 'refit_codebooks', 'encode_devices', 'encode', 'decode', 'reconstruction_mse',
+           'save_tokenizer', 'load_tokenizer', 'probe_gaps', 'code_metrics', 'init_gaps', 'Health', 'learning_health']
 
 # %% ../nbs/03_model.ipynb #938ab096
 import math, json, copy, os, secrets, shutil, tempfile, functools, warnings
@@ -32,6 +32,9 @@ from .arrays import check_points
 from .codes import level_sizes
 from .distributed import Shard, gather_rows, average_grads
 from .files import write_durable, fsync_dir
+
+def on_xla(t:torch.Tensor) -> bool: return t.device.type == 'xla'  # XLA (TPU): no host reads or data-dependent shapes in a step
+
 
 # %% ../nbs/03_model.ipynb #f7fa5da9
 ACTIVATION_LAYERS = dict(silu=nn.SiLU, gelu=nn.GELU, relu=nn.ReLU)
@@ -134,7 +137,8 @@ def ema_step(self:QuantizerLevel,
              codes:torch.Tensor, # [n] their codes
             ):
     "Move codes toward the running mean of their residuals; re-seed the dead ones from `r`."
-    counts = torch.bincount(codes, minlength=self.k).to(r.dtype)
+    counts = (torch.zeros(self.k, dtype=r.dtype, device=r.device).index_add_(0, codes, torch.ones_like(codes, dtype=r.dtype)) if on_xla(r)
+              else torch.bincount(codes, minlength=self.k).to(r.dtype))  # XLA: a static-shape count
     sums = torch.zeros_like(self.ema_sum).index_add_(0, codes, r)
     self.idle.add_(1).mul_(counts == 0)
     self.ema_count.mul_(self.decay).add_(counts, alpha=1 - self.decay)
@@ -150,6 +154,7 @@ def reseed(self:QuantizerLevel, r:torch.Tensor # [n, dim] residuals to draw new 
           ):
     "Move codes idle for `dead_after` batches onto random residuals of this batch."
     if not self.dead_after: return
+    if on_xla(r): return self.reseed_masked(r)
     dead = (self.idle >= self.dead_after).nonzero().squeeze(1)
     if not len(dead): return
     pick = torch.randint(len(r), (len(dead),)).to(r.device)  # the CPU generator: the stream every rank shares
@@ -158,6 +163,19 @@ def reseed(self:QuantizerLevel, r:torch.Tensor # [n, dim] residuals to draw new 
     self.ema_sum[dead] = r[pick] * self.ema_count[dead, None]
     self.idle[dead] = 0
     self.reseeded += len(dead)
+
+@patch
+@torch.no_grad()
+def reseed_masked(self:QuantizerLevel, r:torch.Tensor # [n, dim] residuals to draw new codes from
+                 ):
+    "`reseed` without reading the dead codes on the host: every code draws a row, and only the dead ones take it (XLA: one graph, no sync)."
+    dead = self.idle >= self.dead_after
+    new, mean = r[torch.randint(len(r), (self.k,)).to(r.device)], self.ema_count.mean()
+    self.codebook.copy_(torch.where(dead[:, None], new, self.codebook))
+    self.ema_count.copy_(torch.where(dead, mean, self.ema_count))
+    self.ema_sum.copy_(torch.where(dead[:, None], new * mean, self.ema_sum))
+    self.idle.masked_fill_(dead, 0)
+    self.reseeded.add_(dead.sum())
 
 # %% ../nbs/03_model.ipynb #223026ea
 @patch
@@ -311,16 +329,28 @@ def cf_alignment_loss(zq:torch.Tensor, # [n, e] quantised latents (straight-thro
     return (F.cross_entropy(zq @ all_cf.T / temperature, target) + F.cross_entropy(cf @ all_zq.T / temperature, target)) / 2
 
 # %% ../nbs/03_model.ipynb #835ca442
+@functools.lru_cache(maxsize=64)
+def _group_tables(groups:torch.Tensor # [k] group of each code (tensors hash by identity: `refresh_groups` makes new ones)
+                 ) -> tuple:
+    "`group_partner`'s tables of a grouping, computed on the host once and copied to its device: no host read inside an XLA step."
+    g = groups.cpu()
+    order = torch.argsort(g, stable=True)
+    sizes = torch.bincount(g, minlength=int(g.max()) + 1)
+    return tuple(t.to(groups.device) for t in (order, sizes, torch.cumsum(sizes, 0) - sizes, torch.argsort(order)))
+
 def group_partner(codes:torch.Tensor, # [n] codes at one level
                   groups:torch.Tensor, # [k] group of each code
                   generator:torch.Generator|None=None, # CPU generator to draw from; None: torch's default
                  ) -> torch.Tensor:
     "For each item, a random *other* code of its code's group (its own code when the group has one member)."
-    order = torch.argsort(groups, stable=True)
-    sizes = torch.bincount(groups, minlength=int(groups.max()) + 1)
-    starts = torch.cumsum(sizes, 0) - sizes
+    if on_xla(codes): order, sizes, starts, rank = _group_tables(groups)
+    else:
+        order = torch.argsort(groups, stable=True)
+        sizes = torch.bincount(groups, minlength=int(groups.max()) + 1)
+        starts = torch.cumsum(sizes, 0) - sizes
+        rank = torch.argsort(order)
     g = groups[codes]
-    pos = torch.argsort(order)[codes] - starts[g]  # the code's own position within its group
+    pos = rank[codes] - starts[g]  # the code's own position within its group
     size = sizes[g]
     draw = (torch.rand(len(codes), generator=generator).to(codes.device) * (size - 1).clamp_min(1)).long()
     draw = draw + (draw >= pos).long() * (size > 1).long()
@@ -614,6 +644,16 @@ def learning_signals(out:dict, # `model(x)` of one batch
     return dict(**({} if z is None else dict(latent_spread=spread_ratio(z, xn))), recon_rel=F.mse_loss(recon, xn) / _col_var(xn).clamp_min(1e-30))
 
 # %% ../nbs/03_model.ipynb #910d819f
+def read_losses(losses:dict # loss terms: tensors (on the model's device) or numbers
+               ) -> dict:
+    "Every term as a float. On XLA the step is first run as one graph (`torch_xla.sync`), then its terms are read in one transfer."
+    xla = [k for k, v in losses.items() if torch.is_tensor(v) and on_xla(v)]
+    if not xla: return {k: float(v.detach()) if torch.is_tensor(v) else float(v) for k, v in losses.items()}
+    import torch_xla
+    torch_xla.sync()
+    read = dict(zip(xla, torch.stack([losses[k].detach().float().reshape(()) for k in xla]).cpu().tolist()))
+    return {k: read[k] if k in read else float(v) for k, v in losses.items()}
+
 def train_step(model:Letter8, # the tokenizer
                opt:torch.optim.Optimizer, # its optimizer
                emb:torch.Tensor|np.ndarray, # [n, in_dim] item embeddings of one batch (under DDP: this rank's rows)
@@ -642,7 +682,7 @@ def train_step(model:Letter8, # the tokenizer
     else:
         for lvl, r, c_ in zip(model.levels, out['residuals'], out['codes'].T): lvl.ema_step(r.detach(), c_)
     losses.update(learning_signals(out, shard if sharded else None))
-    return {k: float(v.detach()) if torch.is_tensor(v) else float(v) for k, v in losses.items()}
+    return read_losses(losses)
 
 # %% ../nbs/03_model.ipynb #bb07176c
 def decoder_params(model:Letter8 # the tokenizer
@@ -682,7 +722,7 @@ def decoder_step(model:Letter8, # the tokenizer
     out = dict(recon=loss, total=total, **learning_signals(dict(xn=xn, z=z, recon=recon), shard if sharded else None))
     if z is None and latent_spread is not None: out['latent_spread'] = torch.tensor(latent_spread)
     model.train()
-    return {k: float(v.detach()) for k, v in out.items()}
+    return read_losses(out)
 
 # %% ../nbs/03_model.ipynb #0cc2f280
 @torch.no_grad()

@@ -1,0 +1,50 @@
+"""The tokenizer through the one training loop on an XLA device (XLA's CPU backend standing in for a TPU): a run reaches
+`done`, a second run in the same process finds its graphs compiled, checkpoints hold host tensors, and a stopped run
+resumes bit-exactly."""
+import pytest, torch
+import torch_xla
+import torch_xla.debug.metrics as met
+from letter8_tokenizer.config import Config, override
+from letter8_tokenizer.data import synthetic_catalog, Items
+from letter8_tokenizer.checkpoint import Checkpointer
+from letter8_tokenizer.train import train_segment
+
+CFG = override(Config(), {'optim.batch_size': 256, 'optim.epochs': 2, 'schedule.log_every_s': 3600.0})  # the default tokenizer
+
+def compilations() -> int: return (met.metric_data('CompileTime') or (0,))[0]
+
+@pytest.fixture(scope='module')
+def items(tmp_path_factory):
+    d = tmp_path_factory.mktemp('catalog')
+    synthetic_catalog(d, n_items=2000, dim=64)
+    return Items(d/'items.npy', cf=d/'cf.npy')
+
+@pytest.fixture(scope='module')
+def whole(items, tmp_path_factory):
+    "One uninterrupted run on the XLA device: its folder, its result and the graphs it compiled."
+    d, before = tmp_path_factory.mktemp('whole'), compilations()
+    r = train_segment(CFG, items, d, device=torch_xla.device(), progress=False)
+    return d, r, compilations() - before
+
+def test_tokenizer_reaches_done_on_xla(whole):
+    d, r, compiled = whole
+    assert (r.status, r.step, r.epoch) == ('done', 16, 2)
+    assert 'xla' in r.ledger[-1]['device']
+    state = Checkpointer(d).load().state
+    assert all(t.device.type == 'cpu' for t in state['model'].values()), 'checkpoints must hold host tensors'
+    assert compiled > 0
+
+def test_second_run_compiles_at_most_10_graphs(items, whole, tmp_path):
+    before = compilations()
+    r = train_segment(CFG, items, tmp_path/'again', device=torch_xla.device(), progress=False)
+    assert r.status == 'done'
+    assert compilations() - before <= 10, f"{compilations() - before} new graphs (the first run compiled {whole[2]})"
+    a, b = Checkpointer(whole[0]).load().state['model'], Checkpointer(tmp_path/'again').load().state['model']
+    assert all(torch.equal(a[k], b[k]) for k in a), 'the same run on the same device must give the same weights'
+
+def test_resume_on_xla_is_bit_exact(items, whole, tmp_path):
+    first = train_segment(CFG, items, tmp_path/'split', device=torch_xla.device(), progress=False, max_steps=5)
+    rest = train_segment(CFG, items, tmp_path/'split', device=torch_xla.device(), progress=False)
+    assert (first.status, rest.status, rest.resumed_from) == ('step_limit', 'done', 5)
+    a, b = Checkpointer(whole[0]).load().state['model'], Checkpointer(tmp_path/'split').load().state['model']
+    assert all(torch.equal(a[k], b[k]) for k in a)
