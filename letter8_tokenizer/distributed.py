@@ -7,10 +7,10 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/distributed.html.md"
 # %% auto #0
 __all__ = ['XLA_INSTALL', 'is_distributed', 'rank_and_world', 'Shard', 'shard_rows', 'gather_rows', 'sync_step', 'average_grads',
            'broadcast_object', 'gather_objects', 'barrier', 'default_device', 'process_group', 'has_torch_xla',
-           'pick_device', 'torchrun_command']
+           'pick_device', 'spmd_on', 'shard_batch', 'torchrun_command']
 
 # %% ../nbs/11_distributed.ipynb #252aef59
-import os, sys, datetime, importlib.util
+import os, sys, datetime, functools, importlib.util
 from contextlib import contextmanager
 from dataclasses import dataclass
 import torch
@@ -194,6 +194,27 @@ def pick_device(name:str|torch.device|None='auto', # 'auto', 'cuda', 'cpu', 'xla
     if name.split(':')[0] == 'cuda' and not torch.cuda.is_available(): raise ValueError(f"device={name!r} but CUDA is not available here: use device='auto' or 'cpu'.")
     try: return torch.device(name)
     except RuntimeError: raise ValueError(f"device={name!r} is not a device: use 'auto', 'cpu', 'cuda' or 'xla'.") from None
+
+# %% ../nbs/11_distributed.ipynb #c3d5208a
+@functools.lru_cache(maxsize=1)
+def _data_mesh():
+    import numpy as np, torch_xla.runtime as xr, torch_xla.distributed.spmd as xs
+    n = xr.global_runtime_device_count()
+    return xs.Mesh(np.arange(n), (n,), ('data',))
+
+def spmd_on() -> bool:
+    "Whether this process runs XLA's SPMD (`torch_xla.runtime.use_spmd()` was called); torch_xla is not imported here when nothing did."
+    if 'torch_xla' not in sys.modules: return False
+    import torch_xla.runtime as xr
+    return xr.is_spmd()
+
+def shard_batch(x:torch.Tensor # [n, ...] a batch's rows, on the model's device
+               ) -> torch.Tensor:
+    "`x` with its rows split over every XLA device under SPMD (a one-axis `data` mesh); `x` as it is otherwise."
+    if x.device.type != 'xla' or not spmd_on(): return x
+    import torch_xla.distributed.spmd as xs
+    xs.mark_sharding(x, _data_mesh(), ('data',) + (None,) * (x.dim() - 1))
+    return x
 
 # %% ../nbs/11_distributed.ipynb #97704fff
 def torchrun_command(module:str, # module run by each rank, as `python -m module`

@@ -30,7 +30,7 @@ from .data import Items, held_out_rows
 from .kmeans import residual_init, check_bounds, balanced_assign, letter_bounds, centroid_means
 from .arrays import check_points
 from .codes import level_sizes
-from .distributed import Shard, gather_rows, average_grads
+from .distributed import Shard, gather_rows, average_grads, shard_batch
 from .files import write_durable, fsync_dir
 
 def on_xla(t:torch.Tensor) -> bool: return t.device.type == 'xla'  # XLA (TPU): no host reads or data-dependent shapes in a step
@@ -663,7 +663,7 @@ def train_step(model:Letter8, # the tokenizer
               ) -> dict:
     "One optimisation step; every loss term as a float (under DDP: this rank's, see `sync_step`), plus the `learning_signals`."
     model.train()
-    x, c = as_input(emb, model), None if cf is None else as_input(cf, model)
+    x, c = shard_batch(as_input(emb, model)), None if cf is None else shard_batch(as_input(cf, model))  # shard_batch: SPMD on XLA only
     sharded = shard is not None and shard.world > 1
     if sharded and ddp is None: raise ValueError(f"train_step got a shard of a {shard.world}-rank batch but no ddp module, so gradients would not be averaged: pass ddp=DistributedDataParallel(StepModule(model)).")
     if ddp is not None:
@@ -704,7 +704,7 @@ def decoder_step(model:Letter8, # the tokenizer
                  latent_spread:float|None=None, # with `codes`: the latents' spread to report (the encoder is frozen: one number for the catalog)
                 ) -> dict:
     "One step of the decoder alone on the items' nearest codes, encoder and codebooks frozen: `recon`, `total` and the `learning_signals`, as floats."
-    x, sharded = as_input(emb, model), shard is not None and shard.world > 1
+    x, sharded = shard_batch(as_input(emb, model)), shard is not None and shard.world > 1
     model.eval()
     with torch.no_grad():
         xn, z = model.normalise(x), None

@@ -48,3 +48,13 @@ def test_resume_on_xla_is_bit_exact(items, whole, tmp_path):
     assert (first.status, rest.status, rest.resumed_from) == ('step_limit', 'done', 5)
     a, b = Checkpointer(whole[0]).load().state['model'], Checkpointer(tmp_path/'split').load().state['model']
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+def test_xla_checkpoint_resumes_on_the_cpu_and_back(items, whole, tmp_path):
+    "A checkpoint written on XLA resumes on the CPU and back; not bit-exactly (other kernels, and the masked re-seeding draws its own random stream)."
+    first = train_segment(CFG, items, tmp_path/'moved', device=torch_xla.device(), progress=False, max_steps=5)
+    mid = train_segment(CFG, items, tmp_path/'moved', device='cpu', progress=False, max_steps=5)
+    rest = train_segment(CFG, items, tmp_path/'moved', device=torch_xla.device(), progress=False)
+    assert (first.status, mid.status, mid.resumed_from, rest.status, rest.resumed_from) == ('step_limit', 'step_limit', 5, 'done', 10)
+    assert [l['device'] for l in rest.ledger] == ['xla:0', 'cpu', 'xla:0']
+    state = Checkpointer(tmp_path/'moved').load().state['model']
+    assert all(torch.isfinite(t).all() for t in state.values() if t.is_floating_point())
