@@ -33,7 +33,10 @@ from .codes import level_sizes
 from .distributed import Shard, gather_rows, average_grads, shard_batch
 from .files import write_durable, fsync_dir
 
-def on_xla(t:torch.Tensor) -> bool: return t.device.type == 'xla'  # XLA (TPU): no host reads or data-dependent shapes in a step
+def on_xla(t:torch.Tensor # any tensor
+          ) -> bool:
+    "Whether `t` lives on an XLA device (a TPU): its step then takes the paths without host reads or data-dependent shapes."
+    return t.device.type == 'xla'
 
 
 # %% ../nbs/03_model.ipynb #f7fa5da9
