@@ -7,7 +7,7 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/distributed.html.md"
 # %% auto #0
 __all__ = ['XLA_INSTALL', 'is_distributed', 'rank_and_world', 'Shard', 'shard_rows', 'gather_rows', 'sync_step', 'average_grads',
            'broadcast_object', 'gather_objects', 'barrier', 'default_device', 'process_group', 'has_torch_xla',
-           'pick_device', 'spmd_on', 'shard_batch', 'torchrun_command']
+           'pick_device', 'spmd_on', 'xla_devices', 'shard_batch', 'torchrun_command']
 
 # %% ../nbs/11_distributed.ipynb #252aef59
 import os, sys, datetime, functools, importlib.util
@@ -207,6 +207,13 @@ def spmd_on() -> bool:
     if 'torch_xla' not in sys.modules: return False
     import torch_xla.runtime as xr
     return xr.is_spmd()
+
+def xla_devices(device:torch.device # the device a run trains on
+               ) -> dict:
+    "For the ledger: on XLA, how many XLA devices the process sees and whether SPMD spreads each batch over them; nothing elsewhere."
+    if device.type != 'xla': return {}
+    import torch_xla.runtime as xr
+    return dict(xla_devices=xr.global_runtime_device_count(), spmd=spmd_on())
 
 def shard_batch(x:torch.Tensor # [n, ...] a batch's rows, on the model's device
                ) -> torch.Tensor:

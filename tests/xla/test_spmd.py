@@ -18,7 +18,7 @@ from letter8_tokenizer.train import train_segment
 cfg = override(Config(), {'model.hidden': [64, 32], 'model.e_dim': 8, 'model.codebook_size': 16, 'optim.batch_size': 128,
                           'optim.epochs': 2, 'quantizer.refit_every_epochs': 0, 'schedule.log_every_s': 3600.0})
 r = train_segment(cfg, Items(sys.argv[1] + '/items.npy', cf=sys.argv[1] + '/cf.npy'), sys.argv[2], device=torch_xla.device(), progress=False)
-print('RESULT ' + json.dumps(dict(status=r.status, step=r.step, spmd=spmd_on(), devices=xr.global_runtime_device_count())), flush=True)
+print('RESULT ' + json.dumps(dict(status=r.status, step=r.step, spmd=spmd_on(), devices=xr.global_runtime_device_count(), ledger=r.ledger[-1])), flush=True)
 '''
 
 def run(cat, out, mode):
@@ -31,6 +31,7 @@ def test_spmd_over_four_devices_matches_one(tmp_path):
     synthetic_catalog(tmp_path/'cat', n_items=1024, dim=32)
     one, four = run(tmp_path/'cat', tmp_path/'one', 'single'), run(tmp_path/'cat', tmp_path/'four', 'spmd')
     assert (one['status'], one['spmd'], four['status'], four['spmd'], four['devices']) == ('done', False, 'done', True, 4)
+    assert (four['ledger']['xla_devices'], four['ledger']['spmd'], one['ledger']['spmd']) == (4, True, False)
     ref, got = Checkpointer(tmp_path/'one').load(), Checkpointer(tmp_path/'four').load()
     assert got.step == ref.step == 16
     a, b = ref.state['model'], got.state['model']

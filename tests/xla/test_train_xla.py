@@ -29,7 +29,7 @@ def whole(items, tmp_path_factory):
 def test_tokenizer_reaches_done_on_xla(whole):
     d, r, compiled = whole
     assert (r.status, r.step, r.epoch) == ('done', 16, 2)
-    assert 'xla' in r.ledger[-1]['device']
+    assert 'xla' in r.ledger[-1]['device'] and r.ledger[-1]['xla_devices'] >= 1 and r.ledger[-1]['spmd'] is False
     state = Checkpointer(d).load().state
     assert all(t.device.type == 'cpu' for t in state['model'].values()), 'checkpoints must hold host tensors'
     assert compiled > 0
