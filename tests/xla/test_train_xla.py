@@ -58,3 +58,16 @@ def test_xla_checkpoint_resumes_on_the_cpu_and_back(items, whole, tmp_path):
     assert [l['device'] for l in rest.ledger] == ['xla:0', 'cpu', 'xla:0']
     state = Checkpointer(tmp_path/'moved').load().state['model']
     assert all(torch.isfinite(t).all() for t in state.values() if t.is_floating_point())
+
+def test_decoder_phase_on_xla_compiles_once(tmp_path):
+    "Two joint epochs, then two of the decoder alone on kept codes (`decoder_step`): done, and a second run compiles nothing new."
+    synthetic_catalog(tmp_path/'cat', n_items=512, dim=32)
+    small = Items(tmp_path/'cat'/'items.npy', cf=tmp_path/'cat'/'cf.npy')
+    cfg = override(Config(), {'model.hidden': [64, 32], 'model.e_dim': 8, 'model.codebook_size': 16, 'optim.batch_size': 128,
+                              'optim.epochs': 4, 'optim.decoder_share': 0.5, 'schedule.log_every_s': 3600.0})
+    first = train_segment(cfg, small, tmp_path/'one', device=torch_xla.device(), progress=False)
+    before = compilations()
+    again = train_segment(cfg, small, tmp_path/'two', device=torch_xla.device(), progress=False)
+    assert (first.status, first.step, again.status) == ('done', 16, 'done')
+    assert 'codebook' not in first.metrics and first.metrics == again.metrics  # the last step was the decoder's
+    assert compilations() - before <= 10
