@@ -1,6 +1,7 @@
 """The tokenizer through the one training loop on an XLA device (XLA's CPU backend standing in for a TPU): a run reaches
 `done`, a second run in the same process finds its graphs compiled, checkpoints hold host tensors, and a stopped run
 resumes bit-exactly."""
+import itertools
 import pytest, torch
 import torch_xla
 import torch_xla.debug.metrics as met
@@ -8,6 +9,7 @@ from letter8_tokenizer.config import Config, override
 from letter8_tokenizer.data import synthetic_catalog, Items
 from letter8_tokenizer.checkpoint import Checkpointer
 from letter8_tokenizer.train import train_segment
+from letter8_tokenizer.session import Deadline
 
 CFG = override(Config(), {'optim.batch_size': 256, 'optim.epochs': 2, 'schedule.log_every_s': 3600.0})  # the default tokenizer
 
@@ -71,3 +73,13 @@ def test_decoder_phase_on_xla_compiles_once(tmp_path):
     assert (first.status, first.step, again.status) == ('done', 16, 'done')
     assert 'codebook' not in first.metrics and first.metrics == again.metrics  # the last step was the decoder's
     assert compilations() - before <= 10
+
+def test_deadline_on_xla_stops_and_commits_in_time(items, tmp_path):
+    "The fake clock of the training page's deadline example: on XLA too the run stops before the cutoff, committed, and resumes to `done`."
+    ticks = itertools.count(80)
+    tight = Deadline(limit_s=100, start=0, margin_s=0, clock=lambda: next(ticks))
+    r = train_segment(CFG, items, tmp_path/'tight', device=torch_xla.device(), deadline=tight, progress=False)
+    assert r.status == 'deadline' and 0 < r.steps < 16 and tight.time_left() > 0, (r.status, r.steps, tight.time_left())
+    assert Checkpointer(tmp_path/'tight').load().step == r.step
+    rest = train_segment(CFG, items, tmp_path/'tight', device=torch_xla.device(), progress=False)
+    assert (rest.status, rest.resumed_from) == ('done', r.step)
