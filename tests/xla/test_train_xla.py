@@ -1,6 +1,6 @@
 """The tokenizer through the one training loop on an XLA device (XLA's CPU backend standing in for a TPU): a run reaches
-`done`, a second run in the same process finds its graphs compiled, checkpoints hold host tensors, and a stopped run
-resumes bit-exactly."""
+`done`, a second run in the same process finds its graphs compiled (the decoder phase's too), checkpoints hold host
+tensors, a stopped run resumes bit-exactly, a checkpoint moves between XLA and the CPU, and the deadline stops in time."""
 import itertools
 import pytest, torch
 import torch_xla
