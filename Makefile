@@ -10,7 +10,7 @@ EXTRAS ?= cpu,dev
 # pytest workers (pytest-xdist; a test file stays on one worker); 0: one process. One math thread each, so 2 workers fill 2 cores.
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test nbtest pytest sync sync-check bench docs clean system-deps
+.PHONY: demo test nbtest pytest sync sync-check bench docs clean system-deps test-xla
 .DEFAULT_GOAL := test
 
 $(BIN)/python:
@@ -48,7 +48,7 @@ nbtest: system-deps $(VENV)/.installed
 	$(BIN)/nbdev-test --n-workers 2
 
 pytest: $(VENV)/.installed
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist loadfile tests
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist loadfile --ignore=tests/xla tests
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/bench_kmeans.py
@@ -62,3 +62,17 @@ docs: system-deps $(VENV)/.installed
 
 clean:
 	rm -rf _proc _docs .pytest_cache
+
+# The XLA (TPU) path, in its own environment: torch-xla pins its torch (the main one keeps TORCH_SPEC). XLA's CPU backend
+# stands in for a TPU; CPU_NUM_DEVICES gives the SPMD tests several devices. `make test` leaves tests/xla out.
+XLA_VENV ?= .venv-xla
+XLA_SPEC ?= torch==2.9.0 torch-xla==2.9.0
+$(XLA_VENV)/.installed: pyproject.toml
+	test -x $(XLA_VENV)/bin/python || $(PYTHON) -m venv $(XLA_VENV)
+	$(XLA_VENV)/bin/python -m pip install -q --upgrade pip
+	$(XLA_VENV)/bin/python -m pip install -q $(XLA_SPEC)
+	$(XLA_VENV)/bin/python -m pip install -q -e ".[cpu]" pytest $(XLA_SPEC)
+	touch $@
+
+test-xla: $(XLA_VENV)/.installed
+	PJRT_DEVICE=CPU CPU_NUM_DEVICES=4 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(XLA_VENV)/bin/python -m pytest -q -rs -p no:cacheprovider tests/xla

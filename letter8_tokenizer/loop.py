@@ -23,7 +23,7 @@ from .progress import Progress, fmt_seconds
 from .checkpoint import (Checkpointer, History, rng_state, set_rng_state, snapshot, nonfinite_tensors,
                                           data_fingerprint, step_dir_name)
 from .distributed import (Shard, rank_and_world, shard_rows, sync_step, broadcast_object, gather_objects, barrier,
-                          process_group, torchrun_command)
+                          process_group, torchrun_command, xla_devices)
 
 # %% ../nbs/05c_loop.ipynb #b4b3c3a7
 @dataclass
@@ -371,7 +371,7 @@ def _finish(s:_Seg, segment_name:str|None):
         s.ckpt.wait()
         s.ledger.append(dict(segment=segment_name or f"segment-{len(s.ledger):03d}", start=s.started, end=utc_now(),
                              start_step=s.resumed or 0, end_step=s.step, steps=s.steps, stop_reason=s.status, host=socket.gethostname(),
-                             pid=os.getpid(), world_size=s.world, device=str(s.task.device), epoch_end_s=s.epoch_end_s))
+                             pid=os.getpid(), world_size=s.world, device=str(s.task.device), **xla_devices(s.task.device), epoch_end_s=s.epoch_end_s))
     if s.status != 'diverged' and (why := _commit(s, blocking=True)): s.status, s.why = 'diverged', why
 
 def _result(s:_Seg) -> SegmentResult:

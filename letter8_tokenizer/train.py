@@ -20,7 +20,7 @@ from .model import (StepModule, build_tokenizer, init_codebooks, refresh_groups,
                                      decoder_step, reconstruction_mse, encode, encode_latents, sample_rows, spread_ratio)
 from .session import Deadline
 from .checkpoint import data_fingerprint
-from .distributed import Shard, rank_and_world, shard_rows, default_device, broadcast_object
+from .distributed import Shard, rank_and_world, shard_rows, pick_device, broadcast_object
 from .loop import Trainable, SegmentResult, HISTORY_POINTS, rank_rng, run_segment, run_distributed, deadline_args
 
 # %% ../nbs/06_train.ipynb #214e259d
@@ -39,10 +39,10 @@ class TokenizerTask(Trainable):
     loss_key, distributed, start_note = 'total', True, 'k-means init'
     def __init__(self, cfg:Config, # the run's config (sizes from the data are filled in)
                  items:Items, # the catalog
-                 device:str|torch.device|None=None, # None: this rank's GPU when CUDA is there, else the CPU
+                 device:str|torch.device|None=None, # `distributed.pick_device`: None or 'auto' is this rank's GPU, else a TPU, else the CPU; 'xla' forces XLA
                 ):
         self.cfg, self.items = resolve_config(cfg, items), items
-        self.device = torch.device(device) if device is not None else default_device()
+        self.device = pick_device(device)
         self.model = build_tokenizer(self.cfg, items).to(self.device)
         self.opt, self.ddp = make_optimizer(self.model), None
         s = self.cfg.schedule
@@ -205,7 +205,7 @@ def wrap(self:TokenizerTask, rank:int, # this process's rank
 def train_segment(cfg:Config, # the run's config (sizes from the data are filled in)
                   items:Items, # the catalog
                   checkpoint_dir:str|Path, # working dir: checkpoints are written here
-                  device:str|torch.device|None=None, # None: this rank's GPU when CUDA is there, else the CPU
+                  device:str|torch.device|None=None, # `distributed.pick_device`: None or 'auto' is this rank's GPU, else a TPU, else the CPU; 'xla' forces XLA
                   **kwargs, # `run_segment`'s options: read_roots, deadline, max_steps, allow_*, progress, kill_after_s, segment_name
                  ) -> SegmentResult:
     "Resume or start the tokenizer's run, train until done, deadline, signal or `max_steps`, commit, and say what happened."

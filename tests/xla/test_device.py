@@ -1,0 +1,22 @@
+"Device choice and the optimizer on XLA's CPU backend (the stand-in for a TPU)."
+import torch
+from letter8_tokenizer.config import Config, override
+from letter8_tokenizer.distributed import pick_device, has_torch_xla
+from letter8_tokenizer.model import Letter8, make_optimizer
+
+def test_xla_is_picked_when_asked():
+    assert has_torch_xla()
+    assert pick_device('xla').type == 'xla'
+    assert pick_device('cpu') == torch.device('cpu')
+
+def test_auto_is_not_xla_on_the_cpu_backend():
+    "'auto' takes XLA only when it reports TPU devices: its CPU backend is no reason to leave the eager CPU."
+    assert pick_device('auto').type in ('cpu', 'cuda')
+
+def test_optimizer_on_xla_is_not_fused():
+    cfg = override(Config(), {'model.in_dim': 16, 'model.hidden': [32], 'model.e_dim': 8, 'model.codebook_size': 8})
+    model = Letter8(cfg).to(pick_device('xla'))
+    opt = make_optimizer(model)
+    assert not opt.defaults.get('fused')
+    loss = sum(p.sum() for p in model.parameters() if p.requires_grad)
+    loss.backward(); opt.step()  # a fused AdamW would refuse the XLA parameters here

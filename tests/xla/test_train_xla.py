@@ -1,0 +1,85 @@
+"""The tokenizer through the one training loop on an XLA device (XLA's CPU backend standing in for a TPU): a run reaches
+`done`, a second run in the same process finds its graphs compiled (the decoder phase's too), checkpoints hold host
+tensors, a stopped run resumes bit-exactly, a checkpoint moves between XLA and the CPU, and the deadline stops in time."""
+import itertools
+import pytest, torch
+import torch_xla
+import torch_xla.debug.metrics as met
+from letter8_tokenizer.config import Config, override
+from letter8_tokenizer.data import synthetic_catalog, Items
+from letter8_tokenizer.checkpoint import Checkpointer
+from letter8_tokenizer.train import train_segment
+from letter8_tokenizer.session import Deadline
+
+CFG = override(Config(), {'optim.batch_size': 256, 'optim.epochs': 2, 'schedule.log_every_s': 3600.0})  # the default tokenizer
+
+def compilations() -> int: return (met.metric_data('CompileTime') or (0,))[0]
+
+@pytest.fixture(scope='module')
+def items(tmp_path_factory):
+    d = tmp_path_factory.mktemp('catalog')
+    synthetic_catalog(d, n_items=2000, dim=64)
+    return Items(d/'items.npy', cf=d/'cf.npy')
+
+@pytest.fixture(scope='module')
+def whole(items, tmp_path_factory):
+    "One uninterrupted run on the XLA device: its folder, its result and the graphs it compiled."
+    d, before = tmp_path_factory.mktemp('whole'), compilations()
+    r = train_segment(CFG, items, d, device=torch_xla.device(), progress=False)
+    return d, r, compilations() - before
+
+def test_tokenizer_reaches_done_on_xla(whole):
+    d, r, compiled = whole
+    assert (r.status, r.step, r.epoch) == ('done', 16, 2)
+    assert 'xla' in r.ledger[-1]['device'] and r.ledger[-1]['xla_devices'] >= 1 and r.ledger[-1]['spmd'] is False
+    state = Checkpointer(d).load().state
+    assert all(t.device.type == 'cpu' for t in state['model'].values()), 'checkpoints must hold host tensors'
+    assert compiled > 0
+
+def test_second_run_compiles_at_most_10_graphs(items, whole, tmp_path):
+    before = compilations()
+    r = train_segment(CFG, items, tmp_path/'again', device=torch_xla.device(), progress=False)
+    assert r.status == 'done'
+    assert compilations() - before <= 10, f"{compilations() - before} new graphs (the first run compiled {whole[2]})"
+    a, b = Checkpointer(whole[0]).load().state['model'], Checkpointer(tmp_path/'again').load().state['model']
+    assert all(torch.equal(a[k], b[k]) for k in a), 'the same run on the same device must give the same weights'
+
+def test_resume_on_xla_is_bit_exact(items, whole, tmp_path):
+    first = train_segment(CFG, items, tmp_path/'split', device=torch_xla.device(), progress=False, max_steps=5)
+    rest = train_segment(CFG, items, tmp_path/'split', device=torch_xla.device(), progress=False)
+    assert (first.status, rest.status, rest.resumed_from) == ('step_limit', 'done', 5)
+    a, b = Checkpointer(whole[0]).load().state['model'], Checkpointer(tmp_path/'split').load().state['model']
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+def test_xla_checkpoint_resumes_on_the_cpu_and_back(items, whole, tmp_path):
+    "A checkpoint written on XLA resumes on the CPU and back; not bit-exactly (other kernels, and the masked re-seeding draws its own random stream)."
+    first = train_segment(CFG, items, tmp_path/'moved', device=torch_xla.device(), progress=False, max_steps=5)
+    mid = train_segment(CFG, items, tmp_path/'moved', device='cpu', progress=False, max_steps=5)
+    rest = train_segment(CFG, items, tmp_path/'moved', device=torch_xla.device(), progress=False)
+    assert (first.status, mid.status, mid.resumed_from, rest.status, rest.resumed_from) == ('step_limit', 'step_limit', 5, 'done', 10)
+    assert [l['device'] for l in rest.ledger] == ['xla:0', 'cpu', 'xla:0']
+    state = Checkpointer(tmp_path/'moved').load().state['model']
+    assert all(torch.isfinite(t).all() for t in state.values() if t.is_floating_point())
+
+def test_decoder_phase_on_xla_compiles_once(tmp_path):
+    "Two joint epochs, then two of the decoder alone on kept codes (`decoder_step`): done, and a second run compiles nothing new."
+    synthetic_catalog(tmp_path/'cat', n_items=512, dim=32)
+    small = Items(tmp_path/'cat'/'items.npy', cf=tmp_path/'cat'/'cf.npy')
+    cfg = override(Config(), {'model.hidden': [64, 32], 'model.e_dim': 8, 'model.codebook_size': 16, 'optim.batch_size': 128,
+                              'optim.epochs': 4, 'optim.decoder_share': 0.5, 'schedule.log_every_s': 3600.0})
+    first = train_segment(cfg, small, tmp_path/'one', device=torch_xla.device(), progress=False)
+    before = compilations()
+    again = train_segment(cfg, small, tmp_path/'two', device=torch_xla.device(), progress=False)
+    assert (first.status, first.step, again.status) == ('done', 16, 'done')
+    assert 'codebook' not in first.metrics and first.metrics == again.metrics  # the last step was the decoder's
+    assert compilations() - before <= 10
+
+def test_deadline_on_xla_stops_and_commits_in_time(items, tmp_path):
+    "The fake clock of the training page's deadline example: on XLA too the run stops before the cutoff, committed, and resumes to `done`."
+    ticks = itertools.count(80)
+    tight = Deadline(limit_s=100, start=0, margin_s=0, clock=lambda: next(ticks))
+    r = train_segment(CFG, items, tmp_path/'tight', device=torch_xla.device(), deadline=tight, progress=False)
+    assert r.status == 'deadline' and 0 < r.steps < 16 and tight.time_left() > 0, (r.status, r.steps, tight.time_left())
+    assert Checkpointer(tmp_path/'tight').load().step == r.step
+    rest = train_segment(CFG, items, tmp_path/'tight', device=torch_xla.device(), progress=False)
+    assert (rest.status, rest.resumed_from) == ('done', r.step)
