@@ -24,7 +24,7 @@ from .files import replace_atomic
 from .session import Deadline
 from .distributed import Shard, default_device
 from .loop import Trainable, SegmentResult, run_segment
-from .sequences import Interactions, Split, leave_one_out, read_interactions, interactions_fingerprint
+from .sequences import Split, leave_one_out, read_interactions, interactions_fingerprint
 
 # %% ../nbs/15_cf.ipynb #798e3873
 @dataclass

@@ -10,14 +10,14 @@ __all__ = ['COMMANDS', 'RUN_OPTIONS', 'DEMO_OVERRIDES', 'KAGGLE_ACTIONS', 'comma
            'with_options', 'check_device', 'cf_summary', 'cf', 'check_ids', 'retrieval', 'demo', 'kaggle']
 
 # %% ../nbs/10_cli.ipynb #e2b76914
-import os, sys, time, difflib, json, inspect, shutil, traceback, errno, math, secrets, re
+import os, sys, time, difflib, json, inspect, shutil, traceback, errno, math, re
 from pathlib import Path
 import numpy as np
 from fastcore.script import anno_parser, store_true
 from fastcore.meta import delegates
-from .segments import (run_segments, new_experiment, segment_config, format_table, PLACEHOLDER_USER,
+from .segments import (run_notebooks, new_experiment, segment_config, format_table, PLACEHOLDER_USER,
                                         notebook_parameters, check_parameters, InputError, as_typed, refuse,
-                                        check_experiment, check_settings, check_interactions)
+                                        check_experiment, check_settings, check_interactions_file)
 from .export import encode_run, code_table, probe_inputs
 from .config import run_epochs
 from .files import os_error_in
@@ -158,7 +158,7 @@ def run(params:str=None, # YAML file of notebook parameters (from `letter8 new`)
         if not p.get('kill_after_s'): raise InputError(f"--kill-segment {kill_segment} needs --kill-after-s SECONDS: when to kill that segment.")
         drill = {kill_segment: {'kill_after_s': p.pop('kill_after_s')}}
     env = {'OMP_NUM_THREADS': threads, 'MKL_NUM_THREADS': threads} if threads else None
-    rep = run_segments(notebook, out, p, max_segments=max_segments, retries=retries, env=env, force=force, segment_parameters=drill,
+    rep = run_notebooks(notebook, out, p, max_segments=max_segments, retries=retries, env=env, force=force, segment_parameters=drill,
                        stream=None if quiet else sys.stdout, show=show)
     if rep.segments: print('\n' + format_table(rep.rows()))
     if rep.done and (rep.final or {}).get('exported'): print('\n' + export_summary(rep.final['exported']))
@@ -347,7 +347,7 @@ def _check_sequence_run(name, inter, out, n_items, device, cls, build, kwargs, m
     if out.is_dir() and any(out.iterdir()) and not any((out/m).exists() for m in marks):
         raise InputError(f"--out {out}: the folder holds other files ({', '.join(sorted(x.name for x in out.iterdir())[:4])}), not an earlier "
                          f"`letter8 {name}` run; give a new folder (the same folder again resumes a run).")
-    check_interactions(inter, n_items, as_typed('flag', {'interactions_path': 'INTER'}))
+    check_interactions_file(inter, n_items, as_typed('flag', {'interactions_path': 'INTER'}))
     from dataclasses import fields as dc_fields
     given = {f.name: kwargs[f.name] for f in dc_fields(cls) if f.name in kwargs}
     check_settings(build, given, [f.name for f in dc_fields(cls)], as_typed('flag'), cls.__name__)
@@ -549,12 +549,12 @@ def _demo(out, items, epochs, segment_budget, kill_after, threads, params, t0):
           f"{cfg.model.levels} levels x {cfg.model.codebook_size} codes; {steps // per_epoch} epochs x batch {cfg.optim.batch_size} = {steps:,} steps; "
           f"{threads or 'default'} thread(s) per kernel\n")
     print("1) uninterrupted reference: one segment, no deadline", flush=True)
-    whole = run_segments(None, out/'whole', params, max_segments=1, retries=0, env=env)
+    whole = run_notebooks(None, out/'whole', params, max_segments=1, retries=0, env=env)
     if not whole.done: print(f"demo failed: the reference run ended {whole.status}: {whole.message} (its runs: {out/'failed'})", file=sys.stderr); return None
     tm = _demo_timing(whole, segment_budget, kill_after)
     print(f"\n2) segmented: {tm['budget']:.0f}s per segment (reference: {tm['start_s']:.0f}s start-up, {tm['train_s']:.0f}s training), "
           f"segment-001 killed after {tm['kill_after']:.1f}s of training (the planned kill: 'Kernel died' below is the fault drill, not a failure)", flush=True)
-    seg = run_segments(None, out/'segmented', {**params, 'export_s': tm['export_s'], 'session_limit_s': float(tm['budget'])}, max_segments=12, retries=2,
+    seg = run_notebooks(None, out/'segmented', {**params, 'export_s': tm['export_s'], 'session_limit_s': float(tm['budget'])}, max_segments=12, retries=2,
                        segment_parameters={1: {'kill_after_s': tm['kill_after']}}, env=env)
     print('\n' + _ledger_table(seg) + '\n')
     if not (whole.done and seg.done): print(f"demo failed: reference {whole.status}, segmented {seg.status}; see {out/'failed'}", file=sys.stderr); return None

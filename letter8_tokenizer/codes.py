@@ -10,7 +10,7 @@ __all__ = ['DEFAULT_SIZE', 'SPECIAL_TOKENS', 'FORMAT', 'FORMAT_VERSION', 'level_
            'resolve_collisions', 'check_items', 'CodeTable']
 
 # %% ../nbs/04_codes.ipynb #5885a475
-import json, os, re
+import json, re
 from pathlib import Path
 from typing import NamedTuple
 import numpy as np

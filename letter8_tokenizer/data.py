@@ -14,7 +14,7 @@ __all__ = ['EMBEDDING_DTYPES', 'MAX_ABS', 'TEXT_EXTRA', 'WORDNET_NOUNS', 'WORDNE
 from pathlib import Path
 from typing import NamedTuple, Iterator
 from itertools import islice
-import csv, functools, json, os, sys, time
+import csv, functools, json, os
 import numpy as np
 from fastcore.basics import patch
 from .progress import Progress

@@ -24,7 +24,7 @@ def load_trained(cfg:Config, # the run's config
                 ):
     "The model of the newest committed checkpoint, in eval mode; its `step` and `checkpoint` attributes say which."
     from letter8_tokenizer.train import resolve_config
-    from letter8_tokenizer.model import build_tokenizer, refresh_groups
+    from letter8_tokenizer.model import build_tokenizer
     cfg = resolve_config(cfg, items)
     found = Checkpointer(run.checkpoints, read_roots, config=config_to_dict(cfg), config_hash=config_hash(cfg)).load(required=True)
     model = build_tokenizer(cfg, items)

@@ -6,14 +6,14 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/kaggle.html.md"""
 
 # %% auto #0
 __all__ = ['PACKAGE', 'INSTALL_CELL_HEAD', 'KAGGLE_PYTHON', 'KAGGLE_PLATFORMS', 'KAGGLE_IMAGE', 'ACCELERATORS', 'KERNEL_METADATA',
-           'DATASET_METADATA', 'DATA_PARAMETERS', 'STAGE_VALUES', 'CHAIN_SETS', 'STEP_FOLDERS', 'kaggle_roots',
-           'run_type', 'on_kaggle', 'gpu_names', 'detect_accelerator', 'probe_environment', 'probe_table',
-           'find_checkpoint_roots', 'offline_install_command', 'install_offline', 'ensure_installed',
-           'install_cell_source', 'on_image', 'find_project', 'own_wheel', 'wheelhouse_plan', 'wheelhouse_commands',
-           'build_wheelhouse', 'machine_shape', 'check_ref', 'slugify', 'kernel_metadata', 'validate_kernel_metadata',
-           'dataset_metadata', 'validate_dataset_metadata', 'write_metadata', 'data_path_notes', 'plan_sessions',
-           'KaggleAuthError', 'KaggleQuotaExhausted', 'KaggleKernelError', 'KaggleChainError', 'kaggle_config_dir',
-           'kaggle_api', 'call_with_backoff', 'inject_parameters', 'chain_parameters', 'KaggleChain', 'log_text']
+           'DATASET_METADATA', 'DATA_PARAMETERS', 'CHAIN_SETS', 'STEP_FOLDERS', 'kaggle_roots', 'run_type', 'on_kaggle',
+           'gpu_names', 'detect_accelerator', 'probe_environment', 'probe_table', 'find_checkpoint_roots',
+           'offline_install_command', 'install_offline', 'ensure_installed', 'install_cell_source', 'on_image',
+           'find_project', 'own_wheel', 'wheelhouse_plan', 'wheelhouse_commands', 'build_wheelhouse', 'machine_shape',
+           'check_ref', 'slugify', 'kernel_metadata', 'validate_kernel_metadata', 'dataset_metadata',
+           'validate_dataset_metadata', 'write_metadata', 'data_path_notes', 'plan_sessions', 'KaggleAuthError',
+           'KaggleQuotaExhausted', 'KaggleKernelError', 'KaggleChainError', 'kaggle_config_dir', 'kaggle_api',
+           'call_with_backoff', 'inject_parameters', 'chain_parameters', 'KaggleChain', 'log_text']
 
 # %% ../nbs/09_kaggle.ipynb #23390143
 import io, json, os, platform, re, shutil, subprocess, sys, time, warnings, contextlib
@@ -22,7 +22,7 @@ from pathlib import Path
 from .checkpoint import step_dirs, MANIFEST
 from .session import kaggle_session_limit, process_start_time
 from .files import replace_atomic, utc_now
-from .segments import check_parameters
+from .segments import check_parameters, STAGE_VALUES
 from fastcore.basics import patch
 
 # %% ../nbs/09_kaggle.ipynb #898f8e27
@@ -494,7 +494,6 @@ def write_metadata(folder, # kernel or dataset folder
 
 # %% ../nbs/09_kaggle.ipynb #4abf43c3
 DATA_PARAMETERS = ('items_path', 'cf_path', 'labels_path', 'config_path', 'interactions_path')
-STAGE_VALUES = {('items_path', 'cf'), ('cf_path', 'sasrec')}  # values that name a step of the run, not a file
 
 def data_path_notes(params:dict, # segment notebook parameters
                     local_ok:bool=True, # allow paths on this machine (a local run); False: refuse them (a push)

@@ -16,7 +16,7 @@ __all__ = ['ACTIVATION_LAYERS', 'FUSED_ADAMW_DEVICES', 'TRY_COLLAPSED', 'TRY_INI
            'load_tokenizer', 'probe_gaps', 'code_metrics', 'init_gaps', 'Health', 'learning_health']
 
 # %% ../nbs/03_model.ipynb #938ab096
-import math, json, copy, tempfile, functools, warnings
+import math, json, copy, functools, warnings
 from dataclasses import dataclass, asdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path

@@ -8,7 +8,7 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/retrieval.html.md"""
 __all__ = ['METRICS', 'RETRIEVER_PRESETS', 'PAD', 'BOS', 'FIRST', 'PAIRED', 'disambiguate', 'IdScheme', 'scheme_from_index_json',
            'scheme_prefix', 'random_scheme', 'random_like', 'rqkmeans_scheme', 'item_scheme', 'PrefixTrie',
            'RetrieverConfig', 'prefix_lengths', 'retriever_config', 'Retriever', 'retriever_loss', 't5_bucket',
-           'T5Attention', 'T5Block', 'T5Retriever', 'retriever_model', 'beam_search', 'target_ranks', 'Batch',
+           'T5Attention', 'T5Block', 'T5Retriever', 'retriever_model', 'beam_search', 'target_ranks', 'RetrievalBatch',
            'make_batch', 'check_batch', 'RetrieverTask', 'user_bucket', 'warmup_lr', 'train_retriever_segment',
            'retriever_segment', 'split_fingerprint', 'evaluate_scheme', 'summarise', 'results_table', 'user_scores',
            'paired', 'verdict', 'bootstrap_se', 'group_scores', 'paired_table', 'paired_markdown', 'recommend_length',
@@ -16,8 +16,8 @@ __all__ = ['METRICS', 'RETRIEVER_PRESETS', 'PAD', 'BOS', 'FIRST', 'PAIRED', 'dis
            'load_scheme', 'retrieval_run']
 
 # %% ../nbs/14_retrieval.ipynb #9efa7654
-import copy, hashlib, html, json, math, time, tempfile
-from dataclasses import dataclass, asdict, fields
+import hashlib, html, json, math, time, tempfile
+from dataclasses import dataclass, asdict
 from pathlib import Path
 from typing import NamedTuple
 import numpy as np
@@ -453,7 +453,7 @@ def target_ranks(recs:np.ndarray, # [n, >=k] ranked items per user (-1: empty)
     return np.where(hit.any(1), hit.argmax(1), recs.shape[1])
 
 # %% ../nbs/14_retrieval.ipynb #1e8402e9
-class Batch(NamedTuple):
+class RetrievalBatch(NamedTuple):
     "Training or evaluation samples as the model reads them."
     samples: np.ndarray # [b, 2] (start, end) positions into the interactions
     hist: torch.Tensor # [b, s] history tokens (leading all-padding items dropped)
@@ -464,7 +464,7 @@ def make_batch(split:Split, # the split
                scheme:IdScheme, # the IDs
                samples:np.ndarray, # [b, 2] rows of split.train, .valid or .test
                max_len:int|None=None, # history items kept; None: the split's
-              ) -> Batch:
+              ) -> RetrievalBatch:
     "Histories as flattened ID tokens and targets as codes."
     max_len = split.max_len if max_len is None else max_len
     if max_len > split.max_len: raise ValueError(f"max_len={max_len} exceeds the split's max_len={split.max_len}: split again with leave_one_out(inter, {max_len}).")
@@ -473,11 +473,11 @@ def make_batch(split:Split, # the split
     keep = max(int((hist >= 0).sum(1).max()), 1)
     hist = hist[:, hist.shape[1] - keep:]
     tok = np.where(hist[..., None] >= 0, FIRST + scheme.offsets + scheme.codes[np.maximum(hist, 0)], PAD)
-    return Batch(samples, torch.from_numpy(tok.reshape(len(hist), -1)), torch.from_numpy(scheme.codes[items]), items)
+    return RetrievalBatch(samples, torch.from_numpy(tok.reshape(len(hist), -1)), torch.from_numpy(scheme.codes[items]), items)
 
 # %% ../nbs/14_retrieval.ipynb #fffe3491
 def check_batch(split:Split, # the split the batch comes from
-                batch:Batch, # a training batch
+                batch:RetrievalBatch, # a training batch
                 scheme:IdScheme|None=None, # when given, also check that its tokens are those of the positions
                ):
     "Raise `AssertionError` if a batch reaches any user's validation or test position."
@@ -539,7 +539,7 @@ def user_bucket(users:np.ndarray, # user rows
 
 @patch
 def make(self:RetrieverTask, samples:np.ndarray # [b, 2] samples
-        ) -> Batch:
+        ) -> RetrievalBatch:
     "`make_batch` of the samples; with `user_buckets`, each history ends with its user's hashed token."
     b = make_batch(self.split, self.scheme, samples, self.cfg.max_len)
     if not self.cfg.user_buckets: return b
@@ -577,14 +577,14 @@ def steps_done(self:RetrieverTask) -> int:
     return int(st['step']) if st else 0
 
 @patch
-def shard(self:RetrieverTask, batch:Batch # a batch of `batches`
+def shard(self:RetrieverTask, batch:RetrievalBatch # a batch of `batches`
          ) -> Shard|None:
     "This rank's rows of the batch under DDP; None in one process."
     rank, world = rank_and_world()
     return shard_rows(len(batch.samples), rank, world) if world > 1 else None
 
 @patch
-def step(self:RetrieverTask, batch:Batch, # a training batch
+def step(self:RetrieverTask, batch:RetrievalBatch, # a training batch
          shard:Shard|None=None) -> dict: # under DDP: this rank's rows of the batch
     "One optimiser step (under DDP: on this rank's rows); the batch's loss."
     if shard is not None and shard.world > 1 and self.ddp is None: raise ValueError("RetrieverTask.step got a shard but no DDP module: call wrap() first.")

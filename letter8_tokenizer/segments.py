@@ -10,27 +10,26 @@ __all__ = ['TINY_OVERRIDES', 'LOCK', 'LOCK_MAX_AGE_S', 'STAGE_VALUES', 'PATH_PAR
            'segment_config', 'catalog_refusal', 'segment_items', 'Inputs', 'stage_inputs', 'segment_deadline',
            'read_status', 'write_status', 'write_metrics', 'committed', 'comma_list', 'retrieval_left', 'run_phase',
            'RunLockedError', 'read_lock', 'lock_message', 'acquire_lock', 'release_lock', 'segment_lock',
-           'segment_notebook', 'notebook_parameters', 'check_parameters', 'check_settings', 'check_interactions',
+           'segment_notebook', 'notebook_parameters', 'check_parameters', 'check_settings', 'check_interactions_file',
            'check_experiment', 'checkpoint_layout_problem', 'check_run_folder', 'parameters_cell_source',
            'HereKernelManager', 'kernel_manager', 'SegmentRecord', 'is_permanent', 'panel_line', 'Relay',
-           'relay_engine', 'AtomicLocalHandler', 'run_segment', 'RunReport', 'format_table', 'read_ledger',
-           'record_segment', 'settle_ledger', 'changed_parameters', 'resolve_paths', 'check_notebook', 'run_segments',
+           'relay_engine', 'AtomicLocalHandler', 'execute_segment', 'RunReport', 'format_table', 'read_ledger',
+           'record_segment', 'settle_ledger', 'changed_parameters', 'resolve_paths', 'check_notebook', 'run_notebooks',
            'bake_parameters', 'new_experiment']
 
 # %% ../nbs/08_segments.ipynb #6dd63c3e
-import os, sys, json, time, socket, platform, datetime, re, shutil, tempfile, warnings, secrets, errno, math, shlex, difflib
-from dataclasses import dataclass, field, asdict
+import os, sys, json, time, socket, re, secrets, math, shlex, difflib
+from dataclasses import dataclass, asdict
 from typing import NamedTuple
 from fastcore.basics import patch
 from pathlib import Path
 import numpy as np
-from .config import Config, load_config, override, config_hash, config_to_dict
+from .config import Config, load_config, override
 from .data import Items, synthetic_catalog
-from .checkpoint import Checkpointer, MANIFEST, step_dirs, verify_checkpoint
+from .checkpoint import step_dirs
 from .session import Deadline, kaggle_session_limit
-from .files import replace_atomic, utc_now, fsync_dir, sha256_file
-from .export import (load_trained, encode_run, code_table, probe_inputs, write_folder_atomic, clean_leftovers,
-                                      EXPORT_MANIFEST, commit_export, verify_export, export_run, export_estimate_s, reserve_export)
+from .files import replace_atomic, utc_now
+from .export import verify_export
 
 # %% ../nbs/08_segments.ipynb #b1a00002
 class InputError(ValueError):
@@ -427,7 +426,7 @@ def check_settings(build, # builds and checks the settings from a dict: `CFConfi
         raise InputError(f"{shown(k, d.get(k))}: {msg}") from None
 
 # %% ../nbs/08_segments.ipynb #b1a00006
-def check_interactions(path:str, # `<dataset>.inter.json` or a `save_csr` folder
+def check_interactions_file(path:str, # `<dataset>.inter.json` or a `save_csr` folder
                        n_items:int|None=None, # catalog rows; None: from the data
                        show=None, key:str='interactions_path', # how the user named it: `as_typed(...)` and the parameter
                       ):
@@ -506,7 +505,7 @@ def _check_data(p, show, cfg, kaggle_paths):
     if local('labels_path') and items is not None: opened('labels_path', path=items.path, labels=p['labels_path'], validate=False)
     if local('interactions_path'):
         n = len(items) if items is not None else p['catalog_items'] if not p['items_path'] else None
-        check_interactions(p['interactions_path'], n, show)
+        check_interactions_file(p['interactions_path'], n, show)
     for r in comma_list(p['resume_from']):
         if not _kaggle_only(r, kaggle_paths) and not Path(r).is_dir(): raise bad('resume_from', f"{r} is not a folder: give the checkpoints/ folders of earlier sessions, comma-separated.")
         if Path(r).is_dir() and (why := checkpoint_layout_problem(r)): raise bad('resume_from', why)
@@ -700,7 +699,7 @@ def _atomic_notebook_writes():
         if scheme == 'local' and not isinstance(h, AtomicLocalHandler): hs[i] = ('local', AtomicLocalHandler())
 
 # %% ../nbs/08_segments.ipynb #a7d4ba81
-def run_segment(notebook:str|Path, # the segment notebook template
+def execute_segment(notebook:str|Path, # the segment notebook template
                 out_path:str|Path, # the executed notebook to write
                 parameters:dict, # papermill parameters; `work_dir` and `experiment` locate the run folder
                 name:str, # segment name written to the ledger and `status.json`
@@ -740,7 +739,7 @@ def run_segment(notebook:str|Path, # the segment notebook template
 # %% ../nbs/08_segments.ipynb #da5ad12b
 @dataclass
 class RunReport:
-    "The outcome of `run_segments`."
+    "The outcome of `run_notebooks`."
     status: str # done, failed or max_segments
     run_dir: str # the run folder
     out_dir: str # where the segment notebooks and the ledger are
@@ -844,7 +843,7 @@ def _segment_names(out_dir) -> set:
            {r.get('segment') for r in read_ledger(out_dir/'segments.jsonl')}
 
 def _chain(notebook, out, params, run, roots, max_segments, retries, timeout, segment_parameters, env, progress, report, stream=None, show=None):
-    "The segment loop of `run_segments`, under its lock."
+    "The segment loop of `run_notebooks`, under its lock."
     records, fails, ledger = [], 0, out/'segments.jsonl'
     settle_ledger(ledger)
     if (read_status(run.status) or {}).get('status') == 'running':  # its writer is gone: we hold the lock
@@ -865,7 +864,7 @@ def _chain(notebook, out, params, run, roots, max_segments, retries, timeout, se
         name = f"segment-{i:03d}"
         p = {**params, **(segment_parameters or {}).get(i - first, {})}
         record_segment(ledger, asdict(SegmentRecord(name, str(out/f"{name}.ipynb"), utc_now(), None, 0.0, None, None, 0, 'running', False, None)))
-        rec = run_segment(notebook, out/f"{name}.ipynb", p, name, timeout, env, stream)
+        rec = execute_segment(notebook, out/f"{name}.ipynb", p, name, timeout, env, stream)
         records.append(rec)
         fails, failure = _verdict(rec, fails, retries, ledger)
         record_segment(ledger, asdict(rec))
@@ -903,7 +902,7 @@ def check_notebook(notebook:str|Path, # a segment notebook
         raise refuse(show, 'notebook', notebook, "has no cell tagged 'parameters': start from the template (letter8 new NAME forks it).")
     return p
 
-def run_segments(notebook:str|Path|None=None, # segment notebook; None: `segment_notebook()`
+def run_notebooks(notebook:str|Path|None=None, # segment notebook; None: `segment_notebook()`
                  out_dir:str|Path='runs', # segment notebooks and segments.jsonl go here
                  parameters:dict|None=None, # notebook parameters (relative paths are from this process's folder); work_dir defaults to out_dir
                  max_segments:int=20, # segments run by this call, at most

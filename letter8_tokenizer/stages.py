@@ -17,9 +17,9 @@ import torch
 from .config import run_epochs
 from .data import held_out_rows
 from .export import export_run, export_estimate_s, reserve_export
-from .segments import (run_paths, segment_config, segment_items, segment_deadline, read_status, write_status, write_metrics,
-                                        committed, comma_list, run_phase, segment_lock, release_lock, check_experiment, check_run_folder, notebook_parameters,
-                                        stage_inputs, format_table, RUN_PARAMETERS)
+from .segments import (run_paths, segment_config, segment_items, segment_deadline, read_status, write_status,
+                                        write_metrics, committed, comma_list, run_phase, segment_lock, release_lock, check_experiment,
+                                        check_run_folder, stage_inputs, format_table, RUN_PARAMETERS)
 
 # %% ../nbs/08a_stages.ipynb #ff4217f3
 @dataclass

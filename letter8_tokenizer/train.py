@@ -8,20 +8,20 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/train.html.md"""
 __all__ = ['resolve_config', 'TokenizerTask', 'refit_levels', 'train_segment', 'tokenizer_segment', 'train_distributed']
 
 # %% ../nbs/06_train.ipynb #4978e741
-import os, json, inspect
+import os, inspect
 import numpy as np
 from pathlib import Path
 import torch
 from fastcore.basics import patch
 from fastcore.meta import delegates
-from .config import Config, config_to_dict, config_from_dict, override, decoder_start, run_epochs
+from .config import Config, config_to_dict, config_from_dict, override, run_epochs
 from .data import Items, held_out_rows
 from .model import (StepModule, build_tokenizer, init_codebooks, refresh_groups, refit_codebooks, make_optimizer, train_step,
                                      decoder_step, reconstruction_mse, encode, encode_latents, sample_rows, spread_ratio)
 from .session import Deadline
 from .checkpoint import data_fingerprint
 from .distributed import Shard, rank_and_world, shard_rows, pick_device, broadcast_object
-from .loop import Trainable, SegmentResult, HISTORY_POINTS, rank_rng, run_segment, run_distributed, deadline_args
+from .loop import Trainable, SegmentResult, run_segment, run_distributed, deadline_args
 
 # %% ../nbs/06_train.ipynb #214e259d
 def resolve_config(cfg:Config, # the run's config

@@ -177,7 +177,7 @@ def test_input_errors_exit_2(data, monkeypatch):
     assert call(*NEW, '--catalog-items', '-5')[0] == 2 and call('encode', TOK, CAT, CAT)[0] == 2 and call('demo', '--out', 'demo', '--items', '0')[0] == 2
 
 def test_relative_paths_are_the_users(tmp_path, monkeypatch):
-    "`run_segments` makes relative data paths absolute from the caller's folder: the kernel runs elsewhere."
+    "`run_notebooks` makes relative data paths absolute from the caller's folder: the kernel runs elsewhere."
     from letter8_tokenizer.segments import resolve_paths
     monkeypatch.chdir(tmp_path)
     p = resolve_paths({'items_path': 'data/items.npy', 'cf_path': 'sasrec', 'config_path': '../c.yaml', 'retrieval_ids': 'items,random:0,ids/x.npy',

@@ -7,7 +7,7 @@ import nbformat, numpy as np
 import pytest
 from letter8_tokenizer.cli import main
 from letter8_tokenizer.codes import CodeTable
-from letter8_tokenizer.segments import (segment_notebook, read_status, read_ledger, run_paths, write_status, record_segment, run_segments,
+from letter8_tokenizer.segments import (segment_notebook, read_status, read_ledger, run_paths, write_status, record_segment, run_notebooks,
                                         notebook_parameters, RUN_PARAMETERS, InputError)
 
 ARGS = ['--experiment', 'full', '--catalog-items', 300, '--overrides', '{"optim.epochs": 1}', '--retries', 1, '--threads', 1, '--quiet']
@@ -50,5 +50,5 @@ def test_killed_runner_is_recorded(tmp_path):
     write_status(run, status='running', segment='segment-000', params={**{k: notebook_parameters()[k] for k in RUN_PARAMETERS}, 'catalog_items': 300})
     record_segment(tmp_path/'segments.jsonl', dict(segment='segment-000', notebook=str(tmp_path/'segment-000.ipynb'), stop_reason='running', end=None))
     with pytest.raises(InputError, match='catalog_items: 300 -> 500'):  # refused after the records are settled
-        run_segments(None, tmp_path, dict(experiment='k', catalog_items=500), progress=False)
+        run_notebooks(None, tmp_path, dict(experiment='k', catalog_items=500), progress=False)
     assert read_ledger(tmp_path/'segments.jsonl')[0]['stop_reason'] == 'killed' and read_status(run.root)['status'] == 'killed'

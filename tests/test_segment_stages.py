@@ -6,7 +6,7 @@ import json, shutil
 from pathlib import Path
 import numpy as np
 import pytest
-from letter8_tokenizer.segments import run_segments, read_status, RunPaths, stage_inputs
+from letter8_tokenizer.segments import run_notebooks, read_status, RunPaths, stage_inputs
 from letter8_tokenizer.data import synthetic_catalog
 from letter8_tokenizer.sequences import synthetic_sequences
 
@@ -36,7 +36,7 @@ def params(shop, **kw):
 @pytest.fixture(scope='module')
 def first(shop, tmp_path_factory):
     out = tmp_path_factory.mktemp('first')
-    return out, run_segments(NB, out, params(shop), max_segments=3, retries=0, env=ENV, progress=False)
+    return out, run_notebooks(NB, out, params(shop), max_segments=3, retries=0, env=ENV, progress=False)
 
 
 def test_interactions_to_scored_ids(first):
@@ -59,7 +59,7 @@ def test_interactions_to_scored_ids(first):
 
 def test_done_run_is_not_run_again(first, shop):
     out, rep = first
-    again = run_segments(NB, out, params(shop), max_segments=1, env=ENV, progress=False)
+    again = run_notebooks(NB, out, params(shop), max_segments=1, env=ENV, progress=False)
     assert again.status == 'done' and again.segments == [] and 'already done' in again.message
 
 
@@ -70,7 +70,7 @@ def test_kaggle_style_resume_trains_nothing_again(first, shop, tmp_path):
     shutil.copytree(rep.run_dir, inp)
     for p in inp.rglob('*'):
         if p.is_file(): p.chmod(0o444)
-    rep2 = run_segments(NB, tmp_path/'working', params(shop, resume_from=str(inp/'checkpoints')), max_segments=2, retries=0, env=ENV, progress=False)
+    rep2 = run_notebooks(NB, tmp_path/'working', params(shop, resume_from=str(inp/'checkpoints')), max_segments=2, retries=0, env=ENV, progress=False)
     assert rep2.status == 'done', rep2
     run2 = RunPaths(Path(rep2.run_dir))
     assert np.array_equal(np.load(run2.cf/'cf.npy'), np.load(inp/'cf'/'cf.npy'))
@@ -84,5 +84,5 @@ def test_missing_interactions_fail_before_anything_runs(shop, tmp_path):
     with pytest.raises(ValueError, match='set interactions_path'):
         stage_inputs(RunPaths(tmp_path), 'cf', 'sasrec')
     with pytest.raises(ValueError, match='set interactions_path'):  # an InputError, raised before any kernel starts
-        run_segments(NB, tmp_path, dict(params(shop), interactions_path=''), max_segments=2, retries=1, env=ENV, progress=False)
+        run_notebooks(NB, tmp_path, dict(params(shop), interactions_path=''), max_segments=2, retries=1, env=ENV, progress=False)
     assert not (tmp_path/'shop'/'checkpoints').exists()

@@ -4,7 +4,7 @@ the final progress panel (no stale 0% bar, no widget)."""
 import json, subprocess, sys
 from pathlib import Path
 import pytest
-from letter8_tokenizer.segments import (run_segments, segment_notebook, read_status, RunReport, RunPaths, verify_export, read_lock,
+from letter8_tokenizer.segments import (run_notebooks, segment_notebook, read_status, RunReport, RunPaths, verify_export, read_lock,
                                         RunLockedError, committed, InputError)
 from letter8_tokenizer.checkpoint import step_dirs
 from letter8_tokenizer.codes import CodeTable
@@ -36,7 +36,7 @@ def chain(tmp_path_factory):
     "Segment 0 killed mid-step by the fault drill, segment 1 stopped by a 12 s session deadline, then segments until done."
     out = tmp_path_factory.mktemp('chain')
     params = dict(experiment='chain', overrides=json.dumps({'optim.epochs': 120}))
-    rep = run_segments(NB, out, params, max_segments=6, retries=2, env=ENV, progress=False,
+    rep = run_notebooks(NB, out, params, max_segments=6, retries=2, env=ENV, progress=False,
                        segment_parameters={0: {'kill_after_s': 1.0}, 1: {'session_limit_s': 12.0, 'margin_s': 1.0}})
     return out, rep
 
@@ -93,7 +93,7 @@ def test_saved_notebooks_show_final_progress(chain):
 
 def test_already_done_runs_nothing(chain):
     out, rep = chain
-    again = run_segments(NB, out, dict(experiment='chain', overrides=json.dumps({'optim.epochs': 120})), progress=False)
+    again = run_notebooks(NB, out, dict(experiment='chain', overrides=json.dumps({'optim.epochs': 120})), progress=False)
     assert again.status == 'done' and again.segments == [] and 'already done' in again.message
 
 def test_partial_export_is_redone_without_training(chain):
@@ -104,7 +104,7 @@ def test_partial_export_is_redone_without_training(chain):
     weights = (run/'tokenizer'/'model.pt').read_bytes()
     (run/'tokenizer'/'model.pt').write_bytes(b''); (run/'probe'/'probe.json').unlink()
     ckpts, metrics = sorted(p.name for _, p in step_dirs(run/'checkpoints')), (run/'metrics.jsonl').read_text()
-    again = run_segments(NB, out, dict(experiment='chain', overrides=json.dumps({'optim.epochs': 120})), env=ENV, progress=False)
+    again = run_notebooks(NB, out, dict(experiment='chain', overrides=json.dumps({'optim.epochs': 120})), env=ENV, progress=False)
     assert again.status == 'done' and len(again.segments) == 1, again
     s = again.segments[0]
     assert s.stop_reason == 'done' and s.steps == 0 and s.start_step == s.end_step == 120 * 8
@@ -116,13 +116,13 @@ def test_partial_export_is_redone_without_training(chain):
 def test_done_run_with_other_parameters_is_refused(chain):
     out, rep = chain
     with pytest.raises(ValueError, match=r"already done, made with other parameters \(overrides: .*optim.epochs.*99"):
-        run_segments(NB, out, dict(experiment='chain', overrides=json.dumps({'optim.epochs': 99})), progress=False)
+        run_notebooks(NB, out, dict(experiment='chain', overrides=json.dumps({'optim.epochs': 99})), progress=False)
     assert read_lock(Path(rep.run_dir)) is None
 
 def test_export_deferred_to_next_session_when_time_is_short(tmp_path):
     """Segment 0 finishes training but its session has less time left than the export needs (export_s): it stops
     'trained', with no export and not done; segment 1 exports only."""
-    rep = run_segments(NB, tmp_path, dict(experiment='late', catalog_items=500), max_segments=3, env=ENV, progress=False,
+    rep = run_notebooks(NB, tmp_path, dict(experiment='late', catalog_items=500), max_segments=3, env=ENV, progress=False,
                        segment_parameters={0: {'export_s': 1e6}})
     assert rep.status == 'done', rep
     s0, s1 = rep.segments
@@ -135,16 +135,16 @@ def test_export_deferred_to_next_session_when_time_is_short(tmp_path):
 def test_permanent_error_is_not_retried(tmp_path):
     "Checked before any kernel starts, a missing file is refused up front; given to one segment only, it fails that segment, not retried."
     with pytest.raises(InputError, match=r"items_path='.*missing.npy': item embeddings file not found"):
-        run_segments(NB, tmp_path, dict(experiment='bad', items_path=str(tmp_path/'missing.npy')), progress=False)
+        run_notebooks(NB, tmp_path, dict(experiment='bad', items_path=str(tmp_path/'missing.npy')), progress=False)
     assert not list(tmp_path.iterdir())
-    rep = run_segments(NB, tmp_path, dict(experiment='bad', catalog_items=300), max_segments=5, retries=3, env=ENV, progress=False,
+    rep = run_notebooks(NB, tmp_path, dict(experiment='bad', catalog_items=300), max_segments=5, retries=3, env=ENV, progress=False,
                        segment_parameters={0: {'items_path': str(tmp_path/'missing.npy')}})
     assert rep.status == 'failed' and len(rep.segments) == 1 and rep.segments[0].permanent
     assert rep.message.startswith('failed: InputError:') and 'missing.npy' in rep.message and 'not retried' in rep.message
     assert read_lock(Path(rep.run_dir)) is None
 
 def test_failing_cell_is_recorded_and_retries_are_bounded(tmp_path):
-    rep = run_segments(NB, tmp_path, dict(experiment='bad', catalog_items=300, session_limit_s=30.5), max_segments=5,
+    rep = run_notebooks(NB, tmp_path, dict(experiment='bad', catalog_items=300, session_limit_s=30.5), max_segments=5,
                        retries=0, env=ENV, progress=False, segment_parameters={0: {'items_path': str(tmp_path/'missing.npy')}})
     assert rep.status == 'failed' and len(rep.segments) == 1
     s = rep.segments[0]
@@ -160,7 +160,7 @@ def test_failing_cell_is_recorded_and_retries_are_bounded(tmp_path):
 
 def test_transient_failures_are_retried_and_bounded(tmp_path):
     "Killed kernels (an OOM kill, a preemption) are retried in a new kernel, `retries` times in a row, then the run fails."
-    rep = run_segments(NB, tmp_path, dict(experiment='flaky', catalog_items=500, overrides=json.dumps({'optim.epochs': 400})),
+    rep = run_notebooks(NB, tmp_path, dict(experiment='flaky', catalog_items=500, overrides=json.dumps({'optim.epochs': 400})),
                        max_segments=5, retries=1, env=ENV, progress=False,
                        segment_parameters={0: {'kill_after_s': 0.5}, 1: {'kill_after_s': 0.5}})
     assert rep.status == 'failed' and [s.stop_reason for s in rep.segments] == ['killed', 'killed']
