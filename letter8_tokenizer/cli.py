@@ -17,7 +17,7 @@ from fastcore.script import anno_parser, store_true
 from fastcore.meta import delegates
 from .segments import (run_notebooks, new_experiment, segment_config, format_table, PLACEHOLDER_USER,
                                         notebook_parameters, check_parameters, InputError, as_typed, refuse,
-                                        check_experiment, check_settings, check_interactions_file)
+                                        check_experiment, check_settings, check_interactions_file, kernel_accelerator)
 from .export import encode_run, code_table, probe_inputs
 from .config import run_epochs
 from .files import os_error_in
@@ -95,7 +95,7 @@ def as_flags(msg:str, # an error message of the library, which names Python para
 def env(json_out:store_true=False, # print JSON instead of a table
         expect_gpu:store_true=False, # warn when no GPU is attached
        ):
-    "Print the environment: Python, torch, faiss, CPU/GPU, RAM, disk, session time left (`kaggle.probe_environment`)."
+    "Print the environment: Python, torch, faiss, CPU/GPU, the device `device: auto` trains on and the XLA devices, RAM, disk, session time left (`kaggle.probe_environment`)."
     from letter8_tokenizer.kaggle import probe_environment, probe_table
     p = probe_environment(expect_gpu=expect_gpu)
     print(json.dumps(p, indent=1) if json_out else probe_table(p))
@@ -171,14 +171,19 @@ def run(params:str=None, # YAML file of notebook parameters (from `letter8 new`)
 def new(name:str, # experiment name (folder, notebook parameter, Kaggle slug)
         dest:str='experiments', # parent folder
         username:str=None, # Kaggle user name; default $KAGGLE_USERNAME
-        no_gpu:store_true=False, # do not ask Kaggle for a GPU
+        accelerator:str='GPU', # what the Kaggle session attaches: GPU (Kaggle's default GPU), none, T4, T4 x2, L4, TPU (or a machine_shape id)
+        no_gpu:store_true=False, # do not ask Kaggle for a GPU (--accelerator none)
         overwrite:store_true=False, # replace the files of an existing experiment folder
         **kwargs, # the segment notebook's parameters to bake in (`notebook_parameters`); paths as the notebook will see them (on Kaggle: /kaggle/input/<dataset>/...)
        ):
     "Fork the segment notebook into DEST/NAME with the parameters baked in, parameters.yaml and kernel-metadata.json for Kaggle."
     from letter8_tokenizer.kaggle import data_path_notes
     notes = data_path_notes(kwargs)  # a missing file fails here, before anything is written
-    folder = new_experiment(name, dest, username, kwargs, enable_gpu=not no_gpu, overwrite=overwrite, show=as_typed('flag'))
+    if no_gpu and accelerator.strip().lower() not in ('gpu', 'none'): raise InputError(f"--no-gpu and --accelerator {accelerator!r} disagree: give one of them.")
+    accelerator = 'none' if no_gpu else accelerator
+    try: kernel_accelerator(accelerator, kwargs.get('device') or 'auto')
+    except ValueError as e: raise InputError(f"--accelerator {accelerator!r}: {str(e).split(': ', 1)[-1].replace('device=', '--device ')}") from None
+    folder = new_experiment(name, dest, username, kwargs, accelerator=accelerator, overwrite=overwrite, show=as_typed('flag'))
     kid = json.loads((folder/'kernel-metadata.json').read_text())['id']
     print(f"created {folder}: {', '.join(sorted(p.name for p in folder.iterdir()))}")
     print(f"run it here:    letter8 run --params {folder/'parameters.yaml'} --out {folder/'runs'}")

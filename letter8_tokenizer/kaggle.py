@@ -7,13 +7,13 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/kaggle.html.md"""
 # %% auto #0
 __all__ = ['PACKAGE', 'INSTALL_CELL_HEAD', 'KAGGLE_PYTHON', 'KAGGLE_PLATFORMS', 'KAGGLE_IMAGE', 'ACCELERATORS', 'KERNEL_METADATA',
            'DATASET_METADATA', 'DATA_PARAMETERS', 'CHAIN_SETS', 'STEP_FOLDERS', 'kaggle_roots', 'run_type', 'on_kaggle',
-           'gpu_names', 'detect_accelerator', 'probe_environment', 'probe_table', 'find_checkpoint_roots',
-           'offline_install_command', 'install_offline', 'ensure_installed', 'install_cell_source', 'on_image',
-           'find_project', 'own_wheel', 'wheelhouse_plan', 'wheelhouse_commands', 'build_wheelhouse', 'machine_shape',
-           'check_ref', 'slugify', 'kernel_metadata', 'validate_kernel_metadata', 'dataset_metadata',
-           'validate_dataset_metadata', 'write_metadata', 'data_path_notes', 'plan_sessions', 'KaggleAuthError',
-           'KaggleQuotaExhausted', 'KaggleKernelError', 'KaggleChainError', 'kaggle_config_dir', 'kaggle_api',
-           'call_with_backoff', 'inject_parameters', 'chain_parameters', 'KaggleChain', 'log_text']
+           'gpu_names', 'detect_accelerator', 'device_summary', 'probe_environment', 'probe_table',
+           'find_checkpoint_roots', 'offline_install_command', 'install_offline', 'ensure_installed',
+           'install_cell_source', 'on_image', 'find_project', 'own_wheel', 'wheelhouse_plan', 'wheelhouse_commands',
+           'build_wheelhouse', 'machine_shape', 'check_ref', 'slugify', 'kernel_metadata', 'validate_kernel_metadata',
+           'dataset_metadata', 'validate_dataset_metadata', 'write_metadata', 'data_path_notes', 'plan_sessions',
+           'KaggleAuthError', 'KaggleQuotaExhausted', 'KaggleKernelError', 'KaggleChainError', 'kaggle_config_dir',
+           'kaggle_api', 'call_with_backoff', 'inject_parameters', 'chain_parameters', 'KaggleChain', 'log_text']
 
 # %% ../nbs/09_kaggle.ipynb #23390143
 import io, json, os, platform, re, shutil, subprocess, sys, time, warnings, contextlib
@@ -93,6 +93,16 @@ def _versions() -> dict:
     except ImportError: fv = 'not installed'
     return {'python': platform.python_version(), 'torch': torch.__version__, 'faiss': fv, 'torch_threads': torch.get_num_threads()}
 
+def device_summary() -> dict:
+    "The device a run with `device: auto` trains on (`distributed.pick_device`) and the XLA devices torch_xla sees (0 without torch_xla)."
+    from letter8_tokenizer.distributed import pick_device, has_torch_xla
+    n = 0
+    if has_torch_xla():
+        import torch_xla.runtime as xr
+        n = xr.global_runtime_device_count()
+    return {'device': str(pick_device('auto')), 'xla_devices': n}
+
+
 # %% ../nbs/09_kaggle.ipynb #5e2f6ced
 def probe_environment(root:str|None=None, # the `/kaggle` folder (see `kaggle_roots`)
                       expect_gpu:bool=False, # warn when no GPU is attached
@@ -111,7 +121,7 @@ def probe_environment(root:str|None=None, # the `/kaggle` folder (see `kaggle_ro
     limit = float(limit_s if limit_s is not None else kaggle_session_limit('tpu' if acc == 'TPU' else None))
     working = roots['working'] if on_kaggle(env) or roots['working'].exists() else Path.cwd()
     tmp = env.get('TMPDIR') or '/tmp'
-    p = {'on_kaggle': on_kaggle(env), 'run_type': run_type(env), 'host': platform.node(), **_versions(), 'accelerator': acc,
+    p = {'on_kaggle': on_kaggle(env), 'run_type': run_type(env), 'host': platform.node(), **_versions(), 'accelerator': acc, **device_summary(),
          'gpus': gpus, 'cpus': os.cpu_count(), 'ram_gb': round(total, 1), 'ram_free_gb': round(avail, 1),
          'working_dir': str(working), 'working_free_gb': round(_free_gb(working), 1), 'temp_dir': str(Path(tmp)),
          'temp_free_gb': round(_free_gb(tmp), 1), 'session_used_s': round(used, 1), 'session_left_s': round(limit - used, 1), 'warnings': []}
@@ -190,9 +200,10 @@ def ensure_installed(wheels:str='', # folder of wheels (`letter8 kaggle wheelhou
                      online=None, # () -> bool: can the repository be reached; None: a TCP connection to its host, port 443
                      run=None, # runs a pip command (a list), returns a CompletedProcess; None: `subprocess.run`
                      module:str='letter8_tokenizer', # the import name that must be found
+                     keep=None, # distributions pip must leave at their installed versions; None: torch and torch-xla where torch_xla is importable (Kaggle's TPU image)
                     ) -> str:
     "Make the kit importable: 'present', or install it from a wheels folder or the repository and say from where."
-    import glob, importlib, importlib.util, os, shutil, site, socket, subprocess, sys
+    import glob, importlib, importlib.util, importlib.metadata as md, os, re, shutil, site, socket, subprocess, sys
     if importlib.util.find_spec(module): return 'present'
     has_kit = lambda d: bool(glob.glob(os.path.join(glob.escape(d), 'letter8_tokenizer-*.whl')))
     base = os.path.join(root or os.environ.get('LETTER8_KAGGLE_ROOT') or '/kaggle', 'input')
@@ -203,8 +214,10 @@ def ensure_installed(wheels:str='', # folder of wheels (`letter8 kaggle wheelhou
         try: socket.create_connection((host, 443), timeout=5).close(); return True
         except OSError: return False
     pip, extra = [sys.executable, '-m', 'pip', 'install', '-q'], 'gpu' if shutil.which('nvidia-smi') else 'cpu'
-    if wheels: cmd, how = pip + ['--no-index', '--find-links', wheels, f'letter8-tokenizer[{extra}]'], f'installed from the wheels in {wheels}'
-    elif (online or reach)(): cmd, how = pip + [f'letter8-tokenizer[{extra}] @ git+{repo}'], f'installed from git+{repo}'
+    have = {re.sub(r'[-_.]+', '-', (d.metadata['Name'] or '').lower()): d.version for d in md.distributions()}
+    pins = [f'{k}=={have[k]}' for k in (keep if keep is not None else ['torch', 'torch-xla'] if importlib.util.find_spec('torch_xla') else []) if k in have]
+    if wheels: cmd, how = pip + ['--no-index', '--find-links', wheels, f'letter8-tokenizer[{extra}]', *pins], f'installed from the wheels in {wheels}'
+    elif (online or reach)(): cmd, how = pip + [f'letter8-tokenizer[{extra}] @ git+{repo}', *pins], f'installed from git+{repo}'
     else: raise RuntimeError(f"{module} is not installed, no wheels folder was found in {base}, and {repo} cannot be reached. Do one of: "
                              "(1) attach the wheels dataset built by `letter8 kaggle wheelhouse` (Add Input), or set LETTER8_WHEELS to its folder; "
                              "(2) turn the internet on (Settings > Internet on) to install from the repository; "
@@ -213,7 +226,7 @@ def ensure_installed(wheels:str='', # folder of wheels (`letter8 kaggle wheelhou
     if out.returncode: raise RuntimeError(f"{' '.join(cmd)} failed:\n{(out.stderr or out.stdout or '')[-2000:]}")
     if site.getusersitepackages() not in sys.path: sys.path.append(site.getusersitepackages())  # pip fell back to --user
     importlib.invalidate_caches()
-    return how
+    return how + (f"; kept {', '.join(pins)}" if pins else '')
 
 # %% ../nbs/09_kaggle.ipynb #66c13de7
 INSTALL_CELL_HEAD = ("# Makes the kit importable on a fresh kernel (keep this cell first): already installed, else from an attached\n"

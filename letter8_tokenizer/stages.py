@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 from .config import run_epochs
 from .data import held_out_rows
+from .distributed import pick_device
 from .export import export_run, export_estimate_s, reserve_export
 from .segments import (run_paths, segment_config, segment_items, segment_deadline, read_status, write_status,
                                         write_metrics, committed, comma_list, run_phase, segment_lock, release_lock, check_experiment,
@@ -46,7 +47,7 @@ class Session:
                  segment:str|None=None, # this segment's name; None: $LETTER8_SEGMENT, else the time
                 ):
         self.t0, self.p = time.time(), check_experiment(params, where='the parameters')
-        p = self.p
+        p, self.device = self.p, pick_device(self.p['device'])  # before any autograd in this process: torch_xla needs its device first
         self.segment = segment or os.environ.get('LETTER8_SEGMENT') or time.strftime('session-%Y%m%d-%H%M%S', time.gmtime())
         self.run, self.read_roots = run_paths(p['work_dir'], p['experiment']), comma_list(p['resume_from'])
         self.inputs = stage_inputs(self.run, p['items_path'], p['cf_path'], p['interactions_path'], p['retrieval_ids'], p['catalog_items'])
@@ -57,7 +58,7 @@ class Session:
         self.deadline = segment_deadline(self.cfg, p['session_limit_s'], p['margin_s'], self.previous)
         self.results, self.aux_steps, self._items = {}, 0, None
         self.next, self.why = self.phase()  # the run's next stage when the session opens, and why
-        self.write(status=STATUS_WHILE[self.next], experiment=p['experiment'], aux_steps=0, started_utc=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
+        self.write(status=STATUS_WHILE[self.next], experiment=p['experiment'], aux_steps=0, device=str(self.device), started_utc=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
                    params={k: p[k] for k in RUN_PARAMETERS})
 
     def phase(self) -> tuple: return run_phase(self.run, self.read_roots, cf_path=self.p['cf_path'], retrieval_ids=self.p['retrieval_ids'])
@@ -117,7 +118,7 @@ class CFStage(Stage):
         from letter8_tokenizer.cf import cf_run
         p, run = s.p, s.run
         r = cf_run(p['interactions_path'], run.cf, json.loads(p['cf_overrides'] or '{}'), n_items=s.inputs.n_items, deadline=s.deadline,
-                   resume_from=[Path(x).parent/'cf' for x in s.read_roots], segment_name=s.segment)
+                   resume_from=[Path(x).parent/'cf' for x in s.read_roots], segment_name=s.segment, device=s.device)
         s.aux_steps += r.steps
         if not r.done: s.write(status=r.status, done=False, aux_steps=s.aux_steps, error=r.message if r.status == 'diverged' else None)
         m = json.loads((run.cf/'cf_metrics.json').read_text()) if r.done else {}
@@ -152,9 +153,9 @@ class TrainStage(Stage):
         step0, ck0 = committed([run.checkpoints, *s.read_roots])
         timed = (s.previous or {}).get('deadline') or {}
         reserved = reserve_export(s.deadline, export_need(s), steps_total(cfg, s.items) - step0, timed.get('step_p95_s') if timed.get('steps_timed') else None)
-        ranks = p['gpus'] or max(torch.cuda.device_count(), 1)
+        ranks = p['gpus'] or (max(torch.cuda.device_count(), 1) if s.device.type == 'cuda' else 1)
         go = train_distributed if ranks > 1 else train_segment
-        r = go(cfg, s.items, run.checkpoints, **({'nproc': ranks} if ranks > 1 else {}), read_roots=s.read_roots, deadline=s.deadline,
+        r = go(cfg, s.items, run.checkpoints, **({'nproc': ranks} if ranks > 1 else {'device': s.device}), read_roots=s.read_roots, deadline=s.deadline,
                kill_after_s=p['kill_after_s'] or None, segment_name=s.segment)
         write_metrics(run, r.checkpoint)
         s.write(status='trained' if r.done else r.status, done=False, step=r.step, epoch=r.epoch, total_epochs=run_epochs(cfg.optim, 1)[1],
@@ -189,7 +190,7 @@ class RetrievalStage(Stage):
         from letter8_tokenizer.retrieval import retrieval_run, summarise
         p, run = s.p, s.run
         ret = retrieval_run(p['interactions_path'], [str(run.codes), *comma_list(p['retrieval_ids'])], run.retrieval,
-                            json.loads(p['retriever_overrides'] or '{}'), n_items=len(s.items), deadline=s.deadline, segment_name=s.segment,
+                            json.loads(p['retriever_overrides'] or '{}'), n_items=len(s.items), deadline=s.deadline, segment_name=s.segment, device=s.device,
                             resume_from=[Path(r).parent/'retrieval' for r in s.read_roots])
         steps = ret['result']['steps'] if 'result' in ret else 0
         s.aux_steps += steps

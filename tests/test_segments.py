@@ -16,6 +16,7 @@ CONTRACT = {'experiment': ('str', '"demo"'), 'items_path': ('str', '""'), 'cf_pa
             'cf_overrides': ('str', '"{}"'), 'labels_path': ('str', '""'), 'catalog_items': ('int', '2000'), 'resume_from': ('str', '""'),
             'work_dir': ('str', '"runs"'), 'session_limit_s': ('float', '0.0'), 'margin_s': ('float', '5.0'), 'config_path': ('str', '""'),
             'overrides': ('str', '"{}"'), 'kill_after_s': ('float', '0.0'), 'export_s': ('float', '0.0'), 'gpus': ('int', '0'),
+            'device': ('str', '"auto"'),
             'retrieval_ids': ('str', '""'), 'retriever_overrides': ('str', '"{}"')}
 
 def outputs(nb_path):
