@@ -83,3 +83,19 @@ def test_open_in_kaggle_badge_points_at_the_segment_notebook():
     for step in ('Import Notebook', 'Add Input', 'Accelerator', 'Save & Run All (Commit)', 'Output', 'New Dataset', 'resume_from'):
         assert step in text, step
     assert 'never checked against real Kaggle' in text.lower() or 'What was never checked against real Kaggle' in text
+
+def test_cell_on_a_tpu_image_keeps_its_torch(kernel, tmp_path):
+    "Where torch_xla is importable (Kaggle's TPU image), the cell as the notebook holds it hands pip the image's torch as an exact requirement."
+    py, tmp, wheels, env = kernel
+    (tmp_path/'image'/'torch_xla').mkdir(parents=True); (tmp_path/'image'/'torch_xla'/'__init__.py').write_text('')
+    body = install_cell_source().rsplit('\n', 1)[0]
+    script = tmp_path/'cell.py'
+    script.write_text(f"import sys, subprocess; sys.path.insert(0, {str(tmp_path/'image')!r})\n" + body +
+                      f"\nprint(ensure_installed({str(wheels)!r}, module='letter8_tokenizer_not_here', run=lambda c: print('PIP', c) or subprocess.CompletedProcess(c, 0, '', '')))\n"
+                      "import torch; print('TORCH', torch.__version__)\n")
+    out = subprocess.run([str(py), str(script)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    torch_version = next(l.split()[1] for l in out.stdout.splitlines() if l.startswith('TORCH '))
+    pip = next(l for l in out.stdout.splitlines() if l.startswith('PIP '))
+    assert f"'torch=={torch_version}'" in pip and '--no-index' in pip, pip
+    assert f'kept torch=={torch_version}' in out.stdout, out.stdout

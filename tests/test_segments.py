@@ -195,7 +195,7 @@ def test_parameters_are_declared_once(tmp_path):
     assert {k: (p['inferred_type_name'], p['default'], p['help']) for k, p in seen.items()} == \
            {k: (d.anno.__name__, show(d.default), d.docment) for k, d in decl.items()}
     runner = {'params', 'out', 'max_segments', 'retries', 'notebook', 'threads', 'kill_segment', 'force', 'quiet'}
-    for f, own, skip in ((run, runner, set()), (new, {'name', 'dest', 'username', 'no_gpu', 'overwrite'}, {'experiment'})):
+    for f, own, skip in ((run, runner, set()), (new, {'name', 'dest', 'username', 'accelerator', 'no_gpu', 'overwrite'}, {'experiment'})):
         assert set(inspect.signature(f).parameters) - set(decl) == own, f"{f.__name__}: a new option? a notebook parameter goes in notebook_parameters"
         assert forwarded(f) == [k for k in decl if k not in skip]
         acts = {a.dest: a for a in parser(f, f.__name__)._actions}
