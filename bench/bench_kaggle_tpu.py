@@ -10,7 +10,8 @@ and paste the printed table (or the JSON it writes, `tpu_bench.json` by default)
 a synthetic catalog twice through the one training loop (`train.train_segment`, the segment notebook's path), each run from a
 fresh folder: the first run compiles its graphs, the second finds them compiled, as a long run does after its first epoch. Per run:
 steps per second (wall time, k-means init, epoch ends and commits included), compilations per epoch and device-to-host transfers
-per step (`torch_xla.debug.metrics`), and the XLA memory of device 0 (`xm.get_memory_info`) and the host's peak RSS.
+per step (`torch_xla.debug.metrics`), and the XLA memory of the device (`xm.get_memory_info`; torch_xla gives none for
+SPMD's virtual device, so `--no-spmd` shows one chip's) and the host's peak RSS.
 
 It has NOT run on a TPU here: only on XLA's CPU backend (`PJRT_DEVICE=CPU`), which has a TPU's graphs, compilations and
 transfers but not its speed or memory. A JSON written on the CPU backend is not a TPU result.
@@ -45,13 +46,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--items', type=int, default=20_000, help='synthetic catalog rows')
     ap.add_argument('--dim', type=int, default=384, help='embedding width')
-    ap.add_argument('--batch', type=int, default=1024, help='batch size (split over the chips under SPMD)')
+    ap.add_argument('--batch', type=int, default=1024, help='batch size (split over the chips under SPMD: a multiple of their count)')
     ap.add_argument('--epochs', type=int, default=2)
     ap.add_argument('--runs', type=int, default=2, help='runs, each from a fresh folder (the first compiles)')
     ap.add_argument('--no-spmd', action='store_true', help='train on one chip only')
     ap.add_argument('--out', default='tpu_bench.json', help='JSON written here')
     a = ap.parse_args()
-    if not a.no_spmd and xr.global_runtime_device_count() > 1: xr.use_spmd()  # before any XLA tensor exists
+    if not a.no_spmd: xr.use_spmd()  # before the runtime is asked anything: forced later, it crashed on XLA's CPU backend
     device = torch_xla.device()
     import torch
     from letter8_tokenizer.config import Config, override
