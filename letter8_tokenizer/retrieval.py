@@ -339,7 +339,11 @@ def t5_bucket(rel:torch.Tensor, # key position - query position
 
 class T5Attention(nn.Module):
     "Multi-head attention without biases whose heads may sum wider than the model; masks and position biases are added to the scores."
-    def __init__(self, d:int, heads:int, head_dim:int, dropout:float):
+    def __init__(self, d:int, # model width
+                 heads:int, # attention heads
+                 head_dim:int, # width of each head
+                 dropout:float, # dropout on the attention weights
+                ):
         super().__init__()
         self.h, self.hd, self.p = heads, head_dim, dropout
         self.q, self.k, self.v = (nn.Linear(d, heads * head_dim, bias=False) for _ in range(3))
@@ -348,6 +352,7 @@ class T5Attention(nn.Module):
                 kv:torch.Tensor, # [b, tk, d] keys and values
                 bias:torch.Tensor, # [b or 1, heads or 1, tq, tk] added to the scores (-inf: blocked)
                ) -> torch.Tensor:
+        "Attend from `x` to `kv` with `bias` added to the scores: [b, tq, d]."
         split = lambda t: t.view(len(t), t.shape[1], self.h, self.hd).transpose(1, 2)
         q, k, v = split(self.q(x)), split(self.k(kv)), split(self.v(kv))
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=self.p if self.training else 0.0)
@@ -355,14 +360,21 @@ class T5Attention(nn.Module):
 
 class T5Block(nn.Module):
     "One pre-norm T5 layer: self-attention, cross-attention (decoder only), a ReLU feed-forward; dropout on each branch."
-    def __init__(self, cfg:RetrieverConfig, cross:bool):
+    def __init__(self, cfg:RetrieverConfig, # the retriever's sizes
+                 cross:bool, # a decoder layer: cross-attention to the encoder's memory
+                ):
         super().__init__()
         d, hd = cfg.d_model, cfg.head_dim or cfg.d_model // cfg.heads
         self.n1, self.att = nn.RMSNorm(d), T5Attention(d, cfg.heads, hd, cfg.dropout)
         self.n2, self.cross = (nn.RMSNorm(d), T5Attention(d, cfg.heads, hd, cfg.dropout)) if cross else (None, None)
         self.n3, self.drop = nn.RMSNorm(d), nn.Dropout(cfg.dropout)
         self.ff = nn.Sequential(nn.Linear(d, cfg.ff, bias=False), nn.ReLU(), nn.Dropout(cfg.dropout), nn.Linear(cfg.ff, d, bias=False))
-    def forward(self, x, bias, memory=None, memory_bias=None):
+    def forward(self, x:torch.Tensor, # [b, t, d] the layer's input
+                bias:torch.Tensor, # self-attention score bias (mask and positions)
+                memory:torch.Tensor|None=None, # [b, tk, d] the encoder's output (decoder layers)
+                memory_bias:torch.Tensor|None=None, # cross-attention score bias (the memory's padding)
+               ) -> torch.Tensor:
+        "The layer's output, [b, t, d]."
         h = self.n1(x); x = x + self.drop(self.att(h, h, bias))
         if self.cross is not None: x = x + self.drop(self.cross(self.n2(x), memory, memory_bias))
         return x + self.drop(self.ff(self.n3(x)))
