@@ -42,7 +42,8 @@ import numpy as np, torch
 from letter8_tokenizer.config import Config, override
 from letter8_tokenizer.data import Items, wordnet_catalog
 from letter8_tokenizer.train import train_segment, resolve_config
-from letter8_tokenizer.model import build_tokenizer, learning_health
+from letter8_tokenizer.model import build_tokenizer
+from letter8_tokenizer.probe import learning_health
 from letter8_tokenizer.loop import read_metrics
 from letter8_tokenizer.checkpoint import Checkpointer
 from bench_learning import TRANSFORMS

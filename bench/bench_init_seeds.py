@@ -26,8 +26,7 @@ from pathlib import Path
 import numpy as np, torch
 from letter8_tokenizer.data import Items, wordnet_catalog
 from letter8_tokenizer.kmeans import residual_init
-from letter8_tokenizer.model import probe_gaps, code_metrics, init_gaps
-from letter8_tokenizer.probe import paired_status
+from letter8_tokenizer.probe import probe_gaps, code_metrics, init_gaps, paired_status
 
 def init_row(x, y, ref, seed, levels, k):
     "`residual_init` with `seed`, scored against the reference init's codes as `learning_health` scores a trained run."

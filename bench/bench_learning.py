@@ -40,9 +40,9 @@ import numpy as np, torch
 from letter8_tokenizer.config import Config, override
 from letter8_tokenizer.data import Items, wordnet_catalog
 from letter8_tokenizer.kmeans import residual_init
-from letter8_tokenizer.probe import shuffle_codes
-from letter8_tokenizer.model import (build_tokenizer, init_codebooks, make_optimizer, train_step, refresh_groups, refit_codebooks, probe_gaps,
-                                     encode, decode, code_metrics, learning_health)
+from letter8_tokenizer.probe import shuffle_codes, probe_gaps, code_metrics, learning_health
+from letter8_tokenizer.model import (build_tokenizer, init_codebooks, make_optimizer, train_step, refresh_groups, refit_codebooks,
+                                     encode, decode)
 
 TRANSFORMS = {'as-is': lambda x: x, 'l2': lambda x: x / np.linalg.norm(x, axis=1, keepdims=True), 'standardised': lambda x: (x - x.mean(0)) / x.std(0),
               'x1e-3': lambda x: x * 1e-3, 'x1e3': lambda x: x * 1e3}

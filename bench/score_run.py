@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from letter8_tokenizer.config import Config, override
 from letter8_tokenizer.data import Items
-from letter8_tokenizer.model import learning_health
+from letter8_tokenizer.probe import learning_health
 from bench_early_stop import trained_model, table  # the same loading and the same table as the early-stop bench
 
 def probe_report(model, items, catalog:Path, folder:str):

@@ -180,6 +180,7 @@ def num_range(lo=None, # the smallest allowed value; None: no lower bound
         return (lo is None or (v > lo if lo_open else v >= lo)) and (hi is None or (v < hi if hi_open else v <= hi))
     return ok, words
 
+# %% ../nbs/02_config.ipynb #01817a5f
 def range_error(key:str, # the key as the user types it
                 value, # its value
                 words:str, # what is allowed, e.g. '>= 1'
@@ -187,6 +188,7 @@ def range_error(key:str, # the key as the user types it
     "The error of a value out of its range: it names the key, the value and what is allowed."
     return ValueError(f"config key {key!r}: {value!r} is out of range; allowed: {words}.")
 
+# %% ../nbs/02_config.ipynb #67d1fefc
 def check_ranges(cfg, # a config dataclass
                  ranges:dict, # {dotted key: `num_range(...)`}
                  where:str='', # prefix of the keys in messages
@@ -198,6 +200,7 @@ def check_ranges(cfg, # a config dataclass
         if not ok(node): raise range_error(where + key, node, words)
     return cfg
 
+# %% ../nbs/02_config.ipynb #e90cf686
 def build_config(cls, # a config dataclass (its sections may be dataclasses too)
                  d=None, # plain data (any subset of the keys), an instance of `cls`, or None for the defaults
                  ranges:dict|None=None, # {dotted key: `num_range(...)`} checked once the types are

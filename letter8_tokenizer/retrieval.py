@@ -337,9 +337,14 @@ def t5_bucket(rel:torch.Tensor, # key position - query position
     far = exact + (torch.log(n.float().clamp(min=1) / exact) / math.log(max_distance / exact) * (buckets - exact)).long()
     return out + torch.where(n < exact, n, far.clamp(max=buckets - 1))
 
+# %% ../nbs/14_retrieval.ipynb #4cf23cf7
 class T5Attention(nn.Module):
     "Multi-head attention without biases whose heads may sum wider than the model; masks and position biases are added to the scores."
-    def __init__(self, d:int, heads:int, head_dim:int, dropout:float):
+    def __init__(self, d:int, # model width
+                 heads:int, # attention heads
+                 head_dim:int, # width of each head
+                 dropout:float, # dropout on the attention weights
+                ):
         super().__init__()
         self.h, self.hd, self.p = heads, head_dim, dropout
         self.q, self.k, self.v = (nn.Linear(d, heads * head_dim, bias=False) for _ in range(3))
@@ -348,21 +353,30 @@ class T5Attention(nn.Module):
                 kv:torch.Tensor, # [b, tk, d] keys and values
                 bias:torch.Tensor, # [b or 1, heads or 1, tq, tk] added to the scores (-inf: blocked)
                ) -> torch.Tensor:
+        "Attend from `x` to `kv` with `bias` added to the scores: [b, tq, d]."
         split = lambda t: t.view(len(t), t.shape[1], self.h, self.hd).transpose(1, 2)
         q, k, v = split(self.q(x)), split(self.k(kv)), split(self.v(kv))
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=self.p if self.training else 0.0)
         return self.o(y.transpose(1, 2).reshape(len(x), x.shape[1], -1))
 
+# %% ../nbs/14_retrieval.ipynb #4671154e
 class T5Block(nn.Module):
     "One pre-norm T5 layer: self-attention, cross-attention (decoder only), a ReLU feed-forward; dropout on each branch."
-    def __init__(self, cfg:RetrieverConfig, cross:bool):
+    def __init__(self, cfg:RetrieverConfig, # the retriever's sizes
+                 cross:bool, # a decoder layer: cross-attention to the encoder's memory
+                ):
         super().__init__()
         d, hd = cfg.d_model, cfg.head_dim or cfg.d_model // cfg.heads
         self.n1, self.att = nn.RMSNorm(d), T5Attention(d, cfg.heads, hd, cfg.dropout)
         self.n2, self.cross = (nn.RMSNorm(d), T5Attention(d, cfg.heads, hd, cfg.dropout)) if cross else (None, None)
         self.n3, self.drop = nn.RMSNorm(d), nn.Dropout(cfg.dropout)
         self.ff = nn.Sequential(nn.Linear(d, cfg.ff, bias=False), nn.ReLU(), nn.Dropout(cfg.dropout), nn.Linear(cfg.ff, d, bias=False))
-    def forward(self, x, bias, memory=None, memory_bias=None):
+    def forward(self, x:torch.Tensor, # [b, t, d] the layer's input
+                bias:torch.Tensor, # self-attention score bias (mask and positions)
+                memory:torch.Tensor|None=None, # [b, tk, d] the encoder's output (decoder layers)
+                memory_bias:torch.Tensor|None=None, # cross-attention score bias (the memory's padding)
+               ) -> torch.Tensor:
+        "The layer's output, [b, t, d]."
         h = self.n1(x); x = x + self.drop(self.att(h, h, bias))
         if self.cross is not None: x = x + self.drop(self.cross(self.n2(x), memory, memory_bias))
         return x + self.drop(self.ff(self.n3(x)))
@@ -406,6 +420,7 @@ class T5Retriever(Retriever):
         for blk in self.decoder: x = blk(x, bias, memory, memory_bias)
         return self.dec_norm(x).view(u, b, t, -1)
 
+# %% ../nbs/14_retrieval.ipynb #c6a47c7c
 def retriever_model(sizes:tuple, # codes per level of the scheme
                     cfg:RetrieverConfig, # hyperparameters
                    ) -> Retriever:
@@ -570,12 +585,14 @@ def warmup_lr(cfg:RetrieverConfig, # lr and warmup
     s = step + 1
     return cfg.lr * min(s / cfg.warmup, math.sqrt(cfg.warmup / s))
 
+# %% ../nbs/14_retrieval.ipynb #1dd1c3d4
 @patch
 def steps_done(self:RetrieverTask) -> int:
     "Optimiser steps taken, from the optimiser's own (checkpointed) state."
     st = next(iter(self.opt.state.values()), None)
     return int(st['step']) if st else 0
 
+# %% ../nbs/14_retrieval.ipynb #eb2d1059
 @patch
 def shard(self:RetrieverTask, batch:RetrievalBatch # a batch of `batches`
          ) -> Shard|None:
@@ -583,6 +600,7 @@ def shard(self:RetrieverTask, batch:RetrievalBatch # a batch of `batches`
     rank, world = rank_and_world()
     return shard_rows(len(batch.samples), rank, world) if world > 1 else None
 
+# %% ../nbs/14_retrieval.ipynb #cc33fc7d
 @patch
 def step(self:RetrieverTask, batch:RetrievalBatch, # a training batch
          shard:Shard|None=None) -> dict: # under DDP: this rank's rows of the batch
@@ -602,6 +620,7 @@ def step(self:RetrieverTask, batch:RetrievalBatch, # a training batch
     self.loss_sum, self.loss_n = self.loss_sum + t.item(), self.loss_n + 1
     return {'loss': t.item()}
 
+# %% ../nbs/14_retrieval.ipynb #f00e7660
 @patch
 def wrap(self:RetrieverTask, rank:int, # this process's rank
          world:int): # number of ranks
@@ -808,6 +827,7 @@ def group_scores(results:list[dict], # rows of `evaluate_scheme` (with `ranks`)
         out[g] = dict(split=fps[0], runs=len(rs), **{m: np.mean([s[m] for s in scores], 0) for m in PAIRED})
     return out
 
+# %% ../nbs/14_retrieval.ipynb #4a9a3f2d
 def paired_table(results:list[dict], # rows of `evaluate_scheme` (with `ranks`), from one run or several on the same split
                  which:str='test', # 'test' or 'valid' users
                  z:float=2.0, # standard errors for a verdict
@@ -828,6 +848,7 @@ def paired_table(results:list[dict], # rows of `evaluate_scheme` (with `ranks`),
             out.append(row)
     return out
 
+# %% ../nbs/14_retrieval.ipynb #80fb9837
 def paired_markdown(pairs:list[dict] # rows of `paired_table`
                    ) -> str:
     "The paired verdicts as a Markdown table: A - B, ± paired s.e., A's verdict against B."
@@ -836,6 +857,7 @@ def paired_markdown(pairs:list[dict] # rows of `paired_table`
         lines.append(f"| {p['a']} | {p['b']} | {p['users']:,} | " + ' | '.join(f"{p[m]:+.4f} ± {p[m + '_se']:.4f} | {p[m + '_verdict']}" for m in PAIRED) + ' |')
     return '\n'.join(lines)
 
+# %% ../nbs/14_retrieval.ipynb #26608ea2
 def recommend_length(results:list[dict], # rows of `retrieval_run` with prefixes of the first scheme (`lengths`)
                      z:float=2.0, # standard errors for a verdict
                     ) -> dict|None:
@@ -861,6 +883,7 @@ def recommend_length(results:list[dict], # rows of `retrieval_run` with prefixes
     return dict(letters=pick['letters'], group=pick['group'], best_on_valid=best, chosen_on='validation users', why=why,
                 test_vs_full={m: dict(diff=d, se=se, verdict=verdict(d, se, z)) for m, (d, se) in vs_full.items()}, lengths=table)
 
+# %% ../nbs/14_retrieval.ipynb #2a5ae475
 def judge_note(preset:str='small' # the retriever's preset
               ) -> str:
     "What judged the IDs, in words, for every report."
@@ -868,6 +891,7 @@ def judge_note(preset:str='small' # the retriever's preset
     return ("Judge: the small judge (preset 'small'), a CPU-sized TIGER-style retriever weaker than TIGER's published one: "
             "it compares ID schemes with each other, not with published numbers.")
 
+# %% ../nbs/14_retrieval.ipynb #4a8b287d
 def verdict_summary(results:list[dict], # rows of `retrieval_run` or `evaluate_scheme` (with `ranks`)
                     z:float=2.0, # standard errors for a verdict
                    ) -> str:
@@ -905,6 +929,25 @@ def _replace_with(path:Path, write):
     "Write `path` through a temporary file in its folder, then rename it over the old one."
     tmp = path.parent/f'.{path.name}.tmp{path.suffix}'; write(tmp); tmp.replace(path)
 
+# %% ../nbs/14_retrieval.ipynb #92cca80a
+def _report_page(results:list, pairs:list, length:dict|None, note:str, meta:dict|None, z:float) -> str:
+    "The report's HTML page: the means per scheme, the paired verdicts and the recommended length, when there are any."
+    cell = lambda c: f'<td>{html.escape(str(c))}</td>'
+    rows = ''.join('<tr>' + ''.join(cell(c) for c in
+                   [r['group'], r['runs']] + [f"{r[m]:.4f}" + (f" ± {r[m + '_spread'] / 2:.4f}" if r['runs'] > 1 else '') for m in METRICS])
+                   + '</tr>' for r in summarise(results))
+    prs = ''.join('<tr>' + ''.join(cell(c) for c in [p['a'], p['b'], f"{p['users']:,}"] + sum(
+                  ([f"{p[m]:+.4f} ± {p[m + '_se']:.4f}", p[m + '_verdict']] for m in PAIRED), [])) + '</tr>' for p in pairs)
+    return (f"<!doctype html><meta charset='utf-8'><title>Retrieval report</title><h1>Generative retrieval by ID scheme</h1>"
+            f"<p><b>{html.escape(note)}</b></p><p>{html.escape(json.dumps(meta or {}))}</p><table border='1' cellpadding='4'><tr><th>scheme</th><th>runs</th>"
+            + ''.join(f'<th>{m}</th>' for m in METRICS) + f"</tr>{rows}</table>"
+            + (f"<h2>Paired verdicts (test users)</h2><p>A - B over the same users, ± paired standard error; the verdict is A's at {z:g} s.e.</p>"
+               "<table border='1' cellpadding='4'><tr><th>A</th><th>B</th><th>users</th><th>Recall@10 A - B</th><th>verdict</th>"
+               f"<th>NDCG@10 A - B</th><th>verdict</th></tr>{prs}</table>" if pairs else '')
+            + (f"<h2>Recommended ID length</h2><p>{html.escape(length['why'])}</p>" if length else '')
+            + "<p><img src='retrieval.png' alt='bar chart'></p>")
+
+# %% ../nbs/14_retrieval.ipynb #f6364fd1
 def write_retrieval_report(results:list[dict], # rows of `evaluate_scheme`
                            out_dir:str|Path, # folder (created): retrieval.json, ranks.npz, retrieval.png, retrieval.html
                            meta:dict|None=None, # anything to keep with the numbers (data, config, machine)
@@ -923,23 +966,10 @@ def write_retrieval_report(results:list[dict], # rows of `evaluate_scheme`
         arrays = {f'{i}_{w}': np.asarray(r['ranks'][w], np.int16) for i, r in enumerate(results) for w in ('test', 'valid')}
         _replace_with(out/'ranks.npz', lambda p: np.savez_compressed(open(p, 'wb'), **arrays))
     _replace_with(out/'retrieval.png', lambda p: plot_results(results, p))
-    cell = lambda c: f'<td>{html.escape(str(c))}</td>'
-    rows = ''.join('<tr>' + ''.join(cell(c) for c in
-                   [r['group'], r['runs']] + [f"{r[m]:.4f}" + (f" ± {r[m + '_spread'] / 2:.4f}" if r['runs'] > 1 else '') for m in METRICS])
-                   + '</tr>' for r in summarise(results))
-    prs = ''.join('<tr>' + ''.join(cell(c) for c in [p['a'], p['b'], f"{p['users']:,}"] + sum(
-                  ([f"{p[m]:+.4f} ± {p[m + '_se']:.4f}", p[m + '_verdict']] for m in PAIRED), [])) + '</tr>' for p in pairs)
-    page = (f"<!doctype html><meta charset='utf-8'><title>Retrieval report</title><h1>Generative retrieval by ID scheme</h1>"
-            f"<p><b>{html.escape(note)}</b></p><p>{html.escape(json.dumps(meta or {}))}</p><table border='1' cellpadding='4'><tr><th>scheme</th><th>runs</th>"
-            + ''.join(f'<th>{m}</th>' for m in METRICS) + f"</tr>{rows}</table>"
-            + (f"<h2>Paired verdicts (test users)</h2><p>A - B over the same users, ± paired standard error; the verdict is A's at {z:g} s.e.</p>"
-               "<table border='1' cellpadding='4'><tr><th>A</th><th>B</th><th>users</th><th>Recall@10 A - B</th><th>verdict</th>"
-               f"<th>NDCG@10 A - B</th><th>verdict</th></tr>{prs}</table>" if pairs else '')
-            + (f"<h2>Recommended ID length</h2><p>{html.escape(length['why'])}</p>" if length else '')
-            + "<p><img src='retrieval.png' alt='bar chart'></p>")
-    _replace_with(out/'retrieval.html', lambda p: p.write_text(page))
+    _replace_with(out/'retrieval.html', lambda p: p.write_text(_report_page(results, pairs, length, note, meta, z)))
     return out
 
+# %% ../nbs/14_retrieval.ipynb #3865c943
 def report_rows(folder:str|Path, # a folder `write_retrieval_report` wrote
                ) -> list[dict]:
     "The result rows of a report with their per-user ranks again: rows to pair with those of another run (`paired_table`)."
@@ -982,6 +1012,7 @@ def _committed_row(out:Path, k:int, scheme:IdScheme, earlier:list) -> Path:
                          "use a new run folder, or the same schemes in the same order.")
     return done
 
+# %% ../nbs/14_retrieval.ipynb #2654ca5a
 @delegates(run_segment, but=['task', 'checkpoint_dir', 'read_roots'])
 def retrieval_run(inter:str|Path, # `<dataset>.inter.json`, or a folder written by `save_csr`
                   ids:list, # ID schemes, see `load_scheme`; config key `lengths` adds prefixes of the first

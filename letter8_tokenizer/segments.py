@@ -416,6 +416,7 @@ def _check_device(p, show, kaggle_paths):
     except ValueError as e: raise refuse(show, 'device', p['device'], str(e).removeprefix(f"device={name!r} ").removeprefix('but ')) from None
 
 def _kaggle_only(v, kaggle_paths): return kaggle_paths and Path(v).is_relative_to('/kaggle/input') and not Path(v).exists()
+def _other_mount(r, roots): return 'input' in Path(r).parts and any(Path(x).is_dir() for x in roots)  # Kaggle mounts a dataset at one of two places
 
 def _json_object(show, k, v) -> dict:
     try: d = json.loads(v or '{}')
@@ -443,7 +444,8 @@ def check_settings(build, # builds and checks the settings from a dict: `CFConfi
 # %% ../nbs/08_segments.ipynb #b1a00006
 def check_interactions_file(path:str, # `<dataset>.inter.json` or a `save_csr` folder
                        n_items:int|None=None, # catalog rows; None: from the data
-                       show=None, key:str='interactions_path', # how the user named it: `as_typed(...)` and the parameter
+                       show=None, # how the user typed it: `as_typed(...)`; default `name=value`
+                       key:str='interactions_path', # the parameter's name in messages
                       ):
     "The interactions, read and split leave-one-out; a missing or malformed file, item rows outside the catalog, or too few interactions raise `InputError`."
     from letter8_tokenizer.sequences import read_interactions, leave_one_out
@@ -522,8 +524,10 @@ def _check_data(p, show, cfg, kaggle_paths):
     if local('interactions_path'):
         n = len(items) if items is not None else p['catalog_items'] if not p['items_path'] else None
         check_interactions_file(p['interactions_path'], n, show)
-    for r in comma_list(p['resume_from']):
-        if not _kaggle_only(r, kaggle_paths) and not Path(r).is_dir(): raise bad('resume_from', f"{r} is not a folder: give the checkpoints/ folders of earlier sessions, comma-separated.")
+    roots = comma_list(p['resume_from'])
+    for r in roots:
+        if not (_kaggle_only(r, kaggle_paths) or Path(r).is_dir() or _other_mount(r, roots)):
+            raise bad('resume_from', f"{r} is not a folder: give the checkpoints/ folders of earlier sessions, comma-separated.")
         if Path(r).is_dir() and (why := checkpoint_layout_problem(r)): raise bad('resume_from', why)
     for s in comma_list(p['retrieval_ids']):
         if s == 'items' or s.startswith('random:'):
@@ -703,7 +707,10 @@ from papermill.iorw import LocalHandler, papermill_io
 
 class AtomicLocalHandler(LocalHandler):
     "papermill's local file handler, writing each notebook atomically (temp file, fsync, replace): a full disk or a kill leaves the last whole version."
-    def write(self, buf, path):
+    def write(self, buf:str, # the notebook's JSON text
+              path:str, # where it goes, relative to the handler's folder
+             ):
+        "Write `buf` to `path` atomically."
         p = Path(self._cwd or '.')/path
         if not p.parent.is_dir(): raise FileNotFoundError(f"output folder {p.parent} doesn't exist.")
         replace_atomic(p, buf.encode('utf-8'))

@@ -34,7 +34,9 @@ class StageResult:
     wrote: dict = field(default_factory=dict) # what it wrote: paths and numbers
 
     @property
-    def done(self) -> bool: return self.status in ('done', 'skipped')
+    def done(self) -> bool:
+        "Whether the stage has nothing left: it finished now or before."
+        return self.status in ('done', 'skipped')
     def __str__(self): return f"{self.stage}: {self.status}" + (f", {self.steps} steps in {self.seconds:.1f}s" if self.steps else '') + (f": {self.message}" if self.message else '')
 
 # %% ../nbs/08a_stages.ipynb #63d4937c
@@ -61,10 +63,16 @@ class Session:
         self.write(status=STATUS_WHILE[self.next], experiment=p['experiment'], aux_steps=0, device=str(self.device), started_utc=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
                    params={k: p[k] for k in RUN_PARAMETERS})
 
-    def phase(self) -> tuple: return run_phase(self.run, self.read_roots, cf_path=self.p['cf_path'], retrieval_ids=self.p['retrieval_ids'])
-    def write(self, **fields) -> dict: return write_status(self.run, segment=self.segment, **fields)
+    def phase(self) -> tuple:
+        "The run's next stage and why, read from its folder now."
+        return run_phase(self.run, self.read_roots, cf_path=self.p['cf_path'], retrieval_ids=self.p['retrieval_ids'])
+    def write(self, **fields) -> dict:
+        "Merge `fields` into the run's `status.json`, stamped with this segment."
+        return write_status(self.run, segment=self.segment, **fields)
     @property
-    def status(self) -> dict: return read_status(self.run.status) or {}
+    def status(self) -> dict:
+        "The run's `status.json` as it is now."
+        return read_status(self.run.status) or {}
 
     @property
     def items(self):
@@ -84,18 +92,23 @@ class Session:
 class Stage:
     "A step of a run: `pending` says whether it has work left in the run folder and why, `run` does it under the session's deadline."
     name = ''
-    def pending(self, s:Session) -> str|None:
+    def pending(self, s:Session, # the open session
+               ) -> str|None:
         "Why this stage has work left (None: it has none)."
         phase, why = s.phase()
         return None if STAGE_ORDER.index(phase) > STAGE_ORDER.index(self.name) else why
-    def run(self, s:Session) -> StageResult: raise NotImplementedError
+    def run(self, s:Session, # the open session
+           ) -> StageResult:
+        "Do this stage's work under the session's deadline."
+        raise NotImplementedError
 
 STAGES = {}
 def stage(cls):
     "Register a `Stage` under its name."
     STAGES[cls.name] = cls(); return cls
 
-def _run_stage(s:Session, name:str, # cf, train, export or retrieval
+def _run_stage(s:Session, # the open session
+               name:str, # cf, train, export or retrieval
               ) -> StageResult:
     "Run stage `name` when it is the run's next, else say why not; record the result."
     if name not in STAGES: raise ValueError(f"stage {name!r} does not exist: use one of {', '.join(STAGES)}.")
@@ -114,7 +127,9 @@ Session.stage = _run_stage
 class CFStage(Stage):
     "SASRec on the interactions -> `cf/cf.npy`."
     name = 'cf'
-    def run(self, s:Session) -> StageResult:
+    def run(self, s:Session, # the open session
+           ) -> StageResult:
+        "SASRec's segment; the status written when it stops early."
         from letter8_tokenizer.cf import cf_run
         p, run = s.p, s.run
         r = cf_run(p['interactions_path'], run.cf, json.loads(p['cf_overrides'] or '{}'), n_items=s.inputs.n_items, deadline=s.deadline,
@@ -136,7 +151,8 @@ def steps_total(cfg, # the run's config
     per_epoch = items.n_batches(cfg.optim.batch_size, d.drop_last, keep)
     return run_epochs(cfg.optim, per_epoch)[1] * per_epoch
 
-def export_need(s:Session) -> float:
+def export_need(s:Session, # the open session
+               ) -> float:
     "Seconds the export needs: the parameter, else estimated from the measured step and export times and the catalog size."
     timed, prev = (s.previous or {}).get('deadline') or {}, s.previous or {}
     step_s = timed.get('step_p95_s') if timed.get('steps_timed') else None
@@ -147,7 +163,9 @@ def export_need(s:Session) -> float:
 class TrainStage(Stage):
     "The tokenizer, resumed from the newest committed checkpoint, until done or the deadline."
     name = 'train'
-    def run(self, s:Session) -> StageResult:
+    def run(self, s:Session, # the open session
+           ) -> StageResult:
+        "The tokenizer's segment, the export's time kept free; status and metrics written."
         from letter8_tokenizer.train import train_segment, train_distributed
         p, run, cfg = s.p, s.run, s.cfg
         step0, ck0 = committed([run.checkpoints, *s.read_roots])
@@ -170,7 +188,9 @@ class TrainStage(Stage):
 class ExportStage(Stage):
     "Code table, tokenizer and probe report of the trained run, committed by `export.json`."
     name = 'export'
-    def run(self, s:Session) -> StageResult:
+    def run(self, s:Session, # the open session
+           ) -> StageResult:
+        "The export now, or deferred to the next session when too little time is left."
         need, trained = export_need(s), s.results.get('train')
         if trained is not None and trained.steps > 0 and s.deadline.time_left() < need:
             why = f"{s.deadline.time_left():.0f}s left, the export needs ~{need:.0f}s"
@@ -186,7 +206,9 @@ class ExportStage(Stage):
 class RetrievalStage(Stage):
     "The retriever on the run's IDs and each scheme of `retrieval_ids`."
     name = 'retrieval'
-    def run(self, s:Session) -> StageResult:
+    def run(self, s:Session, # the open session
+           ) -> StageResult:
+        "Every scheme's retriever; the scores or where it stopped."
         from letter8_tokenizer.retrieval import retrieval_run, summarise
         p, run = s.p, s.run
         ret = retrieval_run(p['interactions_path'], [str(run.codes), *comma_list(p['retrieval_ids'])], run.retrieval,
@@ -203,7 +225,8 @@ class RetrievalStage(Stage):
         return StageResult('retrieval', ret['status'], steps, message=f"stopped on {ret['scheme']!r}: run this notebook again to continue")
 
 # %% ../nbs/08a_stages.ipynb #c45de08d
-def stage_table(s:Session) -> str:
+def stage_table(s:Session, # the session, after its stages ran
+               ) -> str:
     "Each stage's status, steps, seconds and message in this session."
     return format_table([dict(stage=r.stage, status=r.status, steps=r.steps, seconds=f"{r.seconds:.1f}", message=r.message[:80])
                          for r in s.results.values()])

@@ -85,13 +85,13 @@ def test_retrieval_table_report_and_resume(data):
 
 
 def test_bad_input_is_named_with_its_fix(data):
-    "A missing file, an unknown ids spec, codes for another number of items: exit 1, the value and the fix named, nothing written."
+    "A missing file, an unknown ids spec, codes for another number of items: refused (exit 2 before any work, 1 later), the value and the fix named, nothing written."
     np.save(data/'short.npy', np.zeros((N_ITEMS - 10, 2), np.int64))
-    cases = [(['cf', 'missing.inter.json', '--out', 'bad'], 'missing.inter.json not found'),
+    cases = [(['cf', 'missing.inter.json', '--out', 'bad'], "INTER missing.inter.json: no such file or folder: give LETTER's <dataset>.inter.json"),
              (['retrieval', 'csr', '--ids', 'rnd:0', '--out', 'bad'], "--ids rnd:0: no such file or folder. Give a LETTER .index.json"),
              (['retrieval', 'csr', '--ids', 'short.npy', '--out', 'bad'], f'IDs for {N_ITEMS - 10} items, but the interactions csr cover {N_ITEMS} items'),
              (['retrieval', 'csr', '--out', 'bad'], 'needs at least one --ids')]
     for argv, msg in cases:
         r = letter8(*argv, cwd=data)
-        assert r.returncode == 1 and msg in r.stderr, (argv, r.stderr)
+        assert r.returncode == (2 if argv[0] == 'cf' else 1) and msg in r.stderr, (argv, r.returncode, r.stderr)
     assert not (data/'bad').exists()
