@@ -203,6 +203,7 @@ def _tokenizer_for(tokenizer, its):
                          f"encode embeddings from the same embedding model (and dimension) as its training items, or train a tokenizer on these.")
     return model
 
+# %% ../nbs/10_cli.ipynb #37a8f141
 def check_output(out:str, # the output path as typed
                  inputs:dict, # {how the user named an input (e.g. 'ITEMS'): its path}
                  name:str='OUT', # how the user named the output
@@ -221,6 +222,7 @@ def check_output(out:str, # the output path as typed
                          f"earlier output of this command; give a new folder.")
     if not folder_marker and o.is_dir(): raise InputError(f"{name} {out}: it is a folder; give a .npy file path (or a folder path without .npy for a code table).")
 
+# %% ../nbs/10_cli.ipynb #05ac30e1
 @command
 def encode(tokenizer:str, # folder written by save_tokenizer (a run's tokenizer/)
            items:str, # .npy item embeddings [n, dim]
@@ -328,6 +330,7 @@ def _need_out(out, name):
     if not out: raise ValueError(f"letter8 {name} needs --out DIR: the run folder (checkpoints, results); the same DIR again resumes.")
     return Path(out)
 
+# %% ../nbs/10_cli.ipynb #bfc215f5
 def check_device(device:str|None, # the --device flag, None: unset
                 ):
     "Refuse a torch device that is not one, or is not on this machine."
@@ -341,6 +344,7 @@ def check_device(device:str|None, # the --device flag, None: unset
         raise InputError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s); give cuda:0 to cuda:{torch.cuda.device_count() - 1}.")
     if d.type not in ('cpu', 'cuda'): raise InputError(f"--device {device}: give cpu or cuda (cuda:N), or leave it unset.")
 
+# %% ../nbs/10_cli.ipynb #8b15d12a
 def _check_sequence_run(name, inter, out, n_items, device, cls, build, kwargs, marks):
     "The checks of `letter8 cf` and `letter8 retrieval` before anything is written."
     out = _need_out(out, name)
@@ -358,6 +362,7 @@ def _check_sequence_run(name, inter, out, n_items, device, cls, build, kwargs, m
     check_settings(build, given, [f.name for f in dc_fields(cls)], as_typed('flag'), cls.__name__)
     return out
 
+# %% ../nbs/10_cli.ipynb #9a814fc9
 def cf_summary(r, # `cf_run`'s `SegmentResult`
                out:Path, # the run folder
               ) -> str:
@@ -476,6 +481,7 @@ def _demo_check(out, items, epochs, segment_budget, kill_after, threads) -> dict
     check_experiment(params, as_typed('flag', {'catalog_items': '--items'}))
     return params
 
+# %% ../nbs/10_cli.ipynb #341a9be1
 def _set_aside(out:Path) -> Path:
     "Move the last demo's runs into `out/.previous` (a killed demo's leftovers are dropped and its saved runs restored first)."
     keep = out/'.previous'
@@ -484,6 +490,7 @@ def _set_aside(out:Path) -> Path:
         if (out/sub).exists(): keep.mkdir(parents=True, exist_ok=True); (out/sub).rename(keep/sub)
     return keep
 
+# %% ../nbs/10_cli.ipynb #8ba8654e
 def _restore(out:Path, keep:Path, drop_new:bool=False):
     "Put the runs set aside in `keep` back; the new runs go to `out/failed` (or are dropped)."
     for sub in ('segmented', 'whole'):
@@ -493,10 +500,13 @@ def _restore(out:Path, keep:Path, drop_new:bool=False):
         if (keep/sub).exists(): (keep/sub).rename(out/sub)
     shutil.rmtree(keep, ignore_errors=True)
 
+# %% ../nbs/10_cli.ipynb #17836f9e
 def _ledger_table(rep):
+    "The ledger of segments as a table."
     return format_table([dict(segment=s.segment, stop=s.stop_reason, steps=s.steps, committed=f"{s.start_step}->{s.end_step}",
                               seconds=f"{s.seconds:.1f}", note=(s.error or '')[:40]) for s in rep.segments])
 
+# %% ../nbs/10_cli.ipynb #d8d19720
 def _demo_timing(whole, segment_budget, kill_after) -> dict:
     "Start-up, training and export seconds of the reference run, and from them the segments' budget and the kill time."
     train_s, ex_s = whole.final['seconds'], whole.final['exported']['seconds']  # train_segment's wall time (init included)
@@ -505,6 +515,7 @@ def _demo_timing(whole, segment_budget, kill_after) -> dict:
     budget = segment_budget or round(start_s + max(train_s / 3, export_s + 2.0, 5.0), 1)
     return dict(start_s=start_s, train_s=train_s, export_s=export_s, budget=budget, kill_after=kill_after or round(min(3.0, (budget - start_s) / 2), 1))
 
+# %% ../nbs/10_cli.ipynb #38d00592
 def _demo_checks(whole, seg) -> dict:
     "The demo's checks of the segmented run against the uninterrupted one."
     from letter8_tokenizer.codes import CodeTable
@@ -514,6 +525,7 @@ def _demo_checks(whole, seg) -> dict:
             'loss history identical': (Path(whole.run_dir)/'metrics.jsonl').read_text() == (Path(seg.run_dir)/'metrics.jsonl').read_text(),
             'no collisions left': len(set(map(tuple, b.codes.tolist()))) == len(b)}
 
+# %% ../nbs/10_cli.ipynb #6d12a152
 def _demo_record(path, head:dict, seg, checks:dict):
     "Write the demo's summary (`demo.json`): what was run, the checks, the export's numbers and the ledger."
     ex = seg.final.get('exported', {})
@@ -543,6 +555,7 @@ def demo(out:str='runs/demo', # folder for both runs (its segmented/ and whole/ 
         if finished: shutil.rmtree(keep, ignore_errors=True)  # the new runs replace the last demo's
         else: _restore(out, keep)  # a failed or interrupted demo leaves the last demo's runs as they were
 
+# %% ../nbs/10_cli.ipynb #e3b459eb
 def _demo(out, items, epochs, segment_budget, kill_after, threads, params, t0):
     "The demo's two runs and checks: 'ok', 'checks failed', or None when a run failed."
     ov = json.loads(params['overrides'])
