@@ -415,15 +415,18 @@ def _check_device(p, show, kaggle_paths):
     try: pick_device(name)
     except ValueError as e: raise refuse(show, 'device', p['device'], str(e).removeprefix(f"device={name!r} ").removeprefix('but ')) from None
 
+# %% ../nbs/08_segments.ipynb #ed969877
 def _kaggle_only(v, kaggle_paths): return kaggle_paths and Path(v).is_relative_to('/kaggle/input') and not Path(v).exists()
 def _other_mount(r, roots): return 'input' in Path(r).parts and any(Path(x).is_dir() for x in roots)  # Kaggle mounts a dataset at one of two places
 
+# %% ../nbs/08_segments.ipynb #165bc3bf
 def _json_object(show, k, v) -> dict:
     try: d = json.loads(v or '{}')
     except json.JSONDecodeError as e: raise refuse(show, k, v, f"not JSON ({e.msg} at column {e.colno}); write a JSON object, e.g. '{{\"epochs\": 20}}'.") from None
     if not isinstance(d, dict): raise refuse(show, k, v, "write a JSON object of settings, e.g. '{\"epochs\": 20}'.")
     return d
 
+# %% ../nbs/08_segments.ipynb #ea90e180
 def check_settings(build, # builds and checks the settings from a dict: `CFConfig(**d)`, `retriever_config`
                    d:dict, # {setting: value} asked for
                    known:list, # the settings there are
@@ -912,6 +915,7 @@ def resolve_paths(params:dict, # notebook parameters
         if p.get(k): p[k] = ','.join(s if s == 'items' or s.startswith('random:') else absolute(s) for s in comma_list(p[k]))
     return p
 
+# %% ../nbs/08_segments.ipynb #e1835434
 def check_notebook(notebook:str|Path, # a segment notebook
                    show=None, # `as_typed(...)`; default `notebook=...`
                   ) -> Path:
@@ -925,6 +929,7 @@ def check_notebook(notebook:str|Path, # a segment notebook
         raise refuse(show, 'notebook', notebook, "has no cell tagged 'parameters': start from the template (letter8 new NAME forks it).")
     return p
 
+# %% ../nbs/08_segments.ipynb #1ee833ac
 def run_notebooks(notebook:str|Path|None=None, # segment notebook; None: `segment_notebook()`
                  out_dir:str|Path='runs', # segment notebooks and segments.jsonl go here
                  parameters:dict|None=None, # notebook parameters (relative paths are from this process's folder); work_dir defaults to out_dir
@@ -1002,6 +1007,7 @@ def bake_parameters(notebook:str|Path, # a notebook with a cell tagged `paramete
 PLACEHOLDER_USER = 'your-kaggle-username'
 def _slug(name): return re.sub(r'-+', '-', re.sub(r'[^a-z0-9]+', '-', name.lower())).strip('-')
 
+# %% ../nbs/08_segments.ipynb #c0581c43
 def kernel_accelerator(accelerator:str, # 'GPU' (Kaggle's default GPU), 'none', 'T4', 'T4 x2', 'L4', 'TPU' or a machine_shape id (`kaggle.machine_shape`)
                        device:str='auto', # the run's `device` parameter
                       ) -> dict:
@@ -1015,6 +1021,7 @@ def kernel_accelerator(accelerator:str, # 'GPU' (Kaggle's default GPU), 'none', 
                          f"device={device!r}; give device 'auto' (it takes what the session has) or another accelerator.")
     return dict(enable_gpu=kind == 'gpu', enable_tpu=kind == 'tpu', **({'machine_shape': ms} if ms else {}))
 
+# %% ../nbs/08_segments.ipynb #d6eb40b6
 def new_experiment(name:str, # experiment name; the folder, the notebook parameter and the Kaggle slug come from it
                    dest:str|Path='experiments', # parent folder; the experiment goes in dest/name
                    username:str|None=None, # Kaggle user; default $KAGGLE_USERNAME, else 'your-kaggle-username'

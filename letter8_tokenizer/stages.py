@@ -13,6 +13,7 @@ import json, os, time
 import numpy as np
 from dataclasses import dataclass, field
 from pathlib import Path
+from fastcore.basics import patch
 import torch
 from .config import run_epochs
 from .data import held_out_rows
@@ -74,19 +75,21 @@ class Session:
         "The run's `status.json` as it is now."
         return read_status(self.run.status) or {}
 
-    @property
-    def items(self):
-        "The run's items, opened once (the built-in catalog is written on first use)."
-        if self._items is None:
-            p = self.p
-            self._items = segment_items(self.run, self.inputs.items, self.inputs.cf, p['labels_path'], p['catalog_items'])
-        return self._items
+# %% ../nbs/08a_stages.ipynb #a6bee2f5
+@patch(as_prop=True)
+def items(self:Session):
+    "The run's items, opened once (the built-in catalog is written on first use)."
+    if self._items is None:
+        p = self.p
+        self._items = segment_items(self.run, self.inputs.items, self.inputs.cf, p['labels_path'], p['catalog_items'])
+    return self._items
 
-    def close(self) -> str:
-        "Release the run's lock; a line that says how the segment ended."
-        if self.lock: release_lock(self.run.root, self.lock); self.lock = None
-        st = self.status
-        return f"segment {self.segment} ended cleanly after {time.time() - self.t0:.1f}s: status {st.get('status')}, done {st.get('done')}"
+@patch
+def close(self:Session) -> str:
+    "Release the run's lock; a line that says how the segment ended."
+    if self.lock: release_lock(self.run.root, self.lock); self.lock = None
+    st = self.status
+    return f"segment {self.segment} ended cleanly after {time.time() - self.t0:.1f}s: status {st.get('status')}, done {st.get('done')}"
 
 # %% ../nbs/08a_stages.ipynb #00cded3f
 class Stage:
