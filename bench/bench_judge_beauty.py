@@ -1,7 +1,7 @@
 """Which IDs, and how many letters? The judge on Amazon Beauty, in one run, with paired verdicts.
 
 Interactions -> SASRec CF embeddings (`cf_run`) -> the default tokenizer (8 letters of 256 codes, CF-aligned) on them
--> its collision-free code table -> one `retrieval_run` (the small judge, fixed epochs, every test user) over the
+-> its collision-free code table -> one `retrieval_run` (the small judge at the CPU width of bench_pipeline, fixed epochs, every test user) over the
 kit's IDs, LETTER's released IDs, RQ-KMeans of the same CF table (the same shape as the kit's), random IDs of that
 shape and plain item IDs, plus the first 2, 3, 4 and 6 letters of the kit's IDs. Every scheme is scored on the same
 test users, so every difference gets a paired standard error; the ID length is recommended on the validation users.
@@ -70,6 +70,8 @@ def main():
     p.add_argument('--cf-dim', type=int, default=64); p.add_argument('--cf-epochs', type=int, default=40)
     p.add_argument('--tok-epochs', type=int, default=50)
     p.add_argument('--epochs', type=int, default=8, help="the retriever's epochs, all of them (patience = epochs)")
+    p.add_argument('--d-model', type=int, default=64, help="the retriever's width (the small judge's 128 at 'tokens' history takes ~10 min an epoch on one core)")
+    p.add_argument('--history', default='items', help="'items' (one position per item, fast on a CPU) or 'tokens' (TIGER's)")
     p.add_argument('--lengths', default='2,3,4,6', help="prefixes of the kit's IDs scored beside the whole IDs")
     p.add_argument('--out', default=str(ROOT/'bench'/'results'/'judge_beauty.json'))
     a = p.parse_args()
@@ -79,7 +81,7 @@ def main():
     kit = kit_stage(a, cf); print(f"kit IDs: {kit}", flush=True)
     rq = rqkmeans_stage(a, cf, kit)
     specs = [str(kit), str(Path(a.data)/'Beauty.index.json'), str(rq), f'random:{a.seed}', 'items']
-    config = dict(epochs=a.epochs, patience=a.epochs, seed=a.seed, lengths=a.lengths)
+    config = dict(epochs=a.epochs, patience=a.epochs, seed=a.seed, lengths=a.lengths, d_model=a.d_model, heads=4, ff=4 * a.d_model, history=a.history)
     r = retrieval_run(Path(a.data)/'Beauty.inter.json', specs, Path(a.work)/'retrieval', config, progress=False)
     if r['status'] != 'done': sys.exit(f"retrieval stopped: {r['status']}; run again to resume.")
     rows = r['rows']

@@ -27,7 +27,7 @@ import numpy as np
 from .config import Config, load_config, override
 from .data import Items, synthetic_catalog
 from .checkpoint import step_dirs
-from .session import Deadline, kaggle_session_limit
+from .session import Deadline, kaggle_session_limit, ACCELERATORS, machine_shape
 from .files import replace_atomic, utc_now
 from .export import verify_export
 
@@ -1012,7 +1012,6 @@ def kernel_accelerator(accelerator:str, # 'GPU' (Kaggle's default GPU), 'none', 
                        device:str='auto', # the run's `device` parameter
                       ) -> dict:
     "The kernel-metadata fields that ask Kaggle for `accelerator`: `enable_gpu`, `enable_tpu` and (for a named one) `machine_shape`; a `device` it lacks is refused."
-    from letter8_tokenizer.kaggle import machine_shape, ACCELERATORS
     ms = None if str(accelerator).strip().lower() == 'gpu' else machine_shape(accelerator)
     kind = 'gpu' if str(accelerator).strip().lower() == 'gpu' else ACCELERATORS[ms][1] if ms else 'none'
     wants = device.strip().lower().split(':')[0]
