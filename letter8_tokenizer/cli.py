@@ -588,7 +588,7 @@ def _demo(out, items, epochs, segment_budget, kill_after, threads, params, t0):
 KAGGLE_ACTIONS = ('env', 'plan', 'chain', 'wheelhouse')
 
 def _check_accelerator(kg, accelerator):
-    "The accelerator check of the chain (`kaggle.machine_shape`), as a refusal of the flag."
+    "The accelerator check of the chain (`machine_shape`), as a refusal of the flag."
     import warnings
     try:
         with warnings.catch_warnings(): warnings.simplefilter('ignore'); kg.machine_shape(accelerator)

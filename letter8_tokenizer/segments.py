@@ -1008,7 +1008,7 @@ PLACEHOLDER_USER = 'your-kaggle-username'
 def _slug(name): return re.sub(r'-+', '-', re.sub(r'[^a-z0-9]+', '-', name.lower())).strip('-')
 
 # %% ../nbs/08_segments.ipynb #c0581c43
-def kernel_accelerator(accelerator:str, # 'GPU' (Kaggle's default GPU), 'none', 'T4', 'T4 x2', 'L4', 'TPU' or a machine_shape id (`kaggle.machine_shape`)
+def kernel_accelerator(accelerator:str, # 'GPU' (Kaggle's default GPU), 'none', 'T4', 'T4 x2', 'L4', 'TPU' or a machine_shape id (`machine_shape`)
                        device:str='auto', # the run's `device` parameter
                       ) -> dict:
     "The kernel-metadata fields that ask Kaggle for `accelerator`: `enable_gpu`, `enable_tpu` and (for a named one) `machine_shape`; a `device` it lacks is refused."
