@@ -170,8 +170,13 @@ def has_torch_xla() -> bool:
     "Whether torch_xla is importable (it is not imported here: importing it starts the XLA runtime)."
     return importlib.util.find_spec('torch_xla') is not None
 
-def _xla_device() -> torch.device:
-    import torch_xla
+def _xla_device(spmd:bool=False) -> torch.device:
+    import torch_xla, torch_xla.runtime as xr
+    if spmd and not xr.is_spmd():
+        if torch_xla._XLAC._xla_get_spmd_config_is_locked():
+            raise RuntimeError("SPMD can no longer be turned on: this process made XLA tensors already. Pick the device first "
+                               "(the segment notebook's Session does, before anything else touches XLA), or pass spmd=False.")
+        xr.use_spmd()
     return torch_xla.device()
 
 def _xla_reports_tpu() -> bool:
@@ -179,18 +184,19 @@ def _xla_reports_tpu() -> bool:
     return xr.device_type() == 'TPU'
 
 def pick_device(name:str|torch.device|None='auto', # 'auto', 'cuda', 'cpu', 'xla', a device string such as 'cuda:1', or a `torch.device`; None: 'auto'
+                spmd:bool=False, # on XLA, turn SPMD on first, so `shard_batch` spreads each batch over every chip (before any XLA tensor exists)
                ) -> torch.device:
     "The device `name` means: 'auto' is this rank's GPU when CUDA is there, else the TPU when torch_xla reports one, else the CPU."
     if isinstance(name, torch.device): return name
     name = (name or 'auto').strip().lower()
     if name == 'auto':
         if torch.cuda.is_available(): return default_device()
-        return _xla_device() if has_torch_xla() and _xla_reports_tpu() else torch.device('cpu')
+        return _xla_device(spmd) if has_torch_xla() and _xla_reports_tpu() else torch.device('cpu')
     if name.split(':')[0] == 'xla':
         if not has_torch_xla(): raise ValueError(f"device={name!r} needs torch_xla, which is not installed in this environment: "
                                                  f"`{XLA_INSTALL}` (a separate environment: it pins its own torch; Kaggle's TPU image already has both), "
                                                  "or use device='auto'.")
-        return _xla_device()
+        return _xla_device(spmd)
     if name.split(':')[0] == 'cuda' and not torch.cuda.is_available(): raise ValueError(f"device={name!r} but CUDA is not available here: use device='auto' or 'cpu'.")
     try: return torch.device(name)
     except RuntimeError: raise ValueError(f"device={name!r} is not a device: use 'auto', 'cpu', 'cuda' or 'xla'.") from None

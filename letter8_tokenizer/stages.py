@@ -17,7 +17,7 @@ from fastcore.basics import patch
 import torch
 from .config import run_epochs
 from .data import held_out_rows
-from .distributed import pick_device
+from .distributed import pick_device, xla_devices
 from .export import export_run, export_estimate_s, reserve_export
 from .segments import (run_paths, segment_config, segment_items, segment_deadline, read_status, write_status,
                                         write_metrics, committed, comma_list, run_phase, segment_lock, release_lock, check_experiment,
@@ -50,7 +50,7 @@ class Session:
                  segment:str|None=None, # this segment's name; None: $LETTER8_SEGMENT, else the time
                 ):
         self.t0, self.p = time.time(), check_experiment(params, where='the parameters')
-        p, self.device = self.p, pick_device(self.p['device'])  # before any autograd in this process: torch_xla needs its device first
+        p, self.device = self.p, pick_device(self.p['device'], spmd=True)  # first: torch_xla needs its device (and SPMD) before any autograd or XLA tensor
         self.segment = segment or os.environ.get('LETTER8_SEGMENT') or time.strftime('session-%Y%m%d-%H%M%S', time.gmtime())
         self.run, self.read_roots = run_paths(p['work_dir'], p['experiment']), comma_list(p['resume_from'])
         self.inputs = stage_inputs(self.run, p['items_path'], p['cf_path'], p['interactions_path'], p['retrieval_ids'], p['catalog_items'])
@@ -61,7 +61,8 @@ class Session:
         self.deadline = segment_deadline(self.cfg, p['session_limit_s'], p['margin_s'], self.previous)
         self.results, self.aux_steps, self._items = {}, 0, None
         self.next, self.why = self.phase()  # the run's next stage when the session opens, and why
-        self.write(status=STATUS_WHILE[self.next], experiment=p['experiment'], aux_steps=0, device=str(self.device), started_utc=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
+        self.write(status=STATUS_WHILE[self.next], experiment=p['experiment'], aux_steps=0, device=str(self.device), **xla_devices(self.device),
+                   started_utc=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
                    params={k: p[k] for k in RUN_PARAMETERS})
 
     def phase(self) -> tuple:
