@@ -1,7 +1,7 @@
 """Which IDs, and how many letters? The judge on Amazon Beauty, in one run, with paired verdicts.
 
 Interactions -> SASRec CF embeddings (`cf_run`) -> the default tokenizer (8 letters of 256 codes, CF-aligned) on them
--> its collision-free code table -> one `retrieval_run` (the small judge at the CPU width of bench_pipeline, fixed epochs, every test user) over the
+-> its collision-free code table -> one `retrieval_run` (the small judge, the default retriever preset, fixed epochs, every test user) over the
 kit's IDs, LETTER's released IDs, RQ-KMeans of the same CF table (the same shape as the kit's), random IDs of that
 shape and plain item IDs, plus the first 2, 3, 4 and 6 letters of the kit's IDs. Every scheme is scored on the same
 test users, so every difference gets a paired standard error; the ID length is recommended on the validation users.
@@ -12,6 +12,7 @@ Writes bench/results/judge_beauty.json (the rows without per-user ranks, the pai
 the command) and the retriever's HTML report in --work. The data is read from ../shared/data/beauty in place.
 """
 import argparse, json, os, platform, sys, time
+from dataclasses import asdict
 from pathlib import Path
 import numpy as np
 import torch
@@ -25,7 +26,7 @@ from letter8_tokenizer.loop import run_segment
 from letter8_tokenizer.export import encode_run, code_table
 from letter8_tokenizer.cf import cf_run
 from letter8_tokenizer.retrieval import (rqkmeans_scheme, retrieval_run, results_table, verdict_summary, paired_table,
-                                         recommend_length)
+                                         recommend_length, retriever_config)
 
 DATA = ROOT.parent/'shared'/'data'/'beauty'
 
@@ -70,8 +71,8 @@ def main():
     p.add_argument('--cf-dim', type=int, default=64); p.add_argument('--cf-epochs', type=int, default=40)
     p.add_argument('--tok-epochs', type=int, default=50)
     p.add_argument('--epochs', type=int, default=8, help="the retriever's epochs, all of them (patience = epochs)")
-    p.add_argument('--d-model', type=int, default=64, help="the retriever's width (the small judge's 128 at 'tokens' history takes ~10 min an epoch on one core)")
-    p.add_argument('--history', default='items', help="'items' (one position per item, fast on a CPU) or 'tokens' (TIGER's)")
+    p.add_argument('--d-model', type=int, default=None, help="the retriever's width (feed-forward 4x); unset: the small judge's")
+    p.add_argument('--history', default=None, help="'items' (one position per item, fast on a CPU) or 'tokens' (TIGER's); unset: the small judge's")
     p.add_argument('--lengths', default='2,3,4,6', help="prefixes of the kit's IDs scored beside the whole IDs")
     p.add_argument('--out', default=str(ROOT/'bench'/'results'/'judge_beauty.json'))
     a = p.parse_args()
@@ -81,13 +82,14 @@ def main():
     kit = kit_stage(a, cf); print(f"kit IDs: {kit}", flush=True)
     rq = rqkmeans_stage(a, cf, kit)
     specs = [str(kit), str(Path(a.data)/'Beauty.index.json'), str(rq), f'random:{a.seed}', 'items']
-    config = dict(epochs=a.epochs, patience=a.epochs, seed=a.seed, lengths=a.lengths, d_model=a.d_model, heads=4, ff=4 * a.d_model, history=a.history)
+    config = dict(epochs=a.epochs, patience=a.epochs, seed=a.seed, lengths=a.lengths, **({'history': a.history} if a.history else {}),
+                  **({'d_model': a.d_model, 'ff': 4 * a.d_model} if a.d_model else {}))
     r = retrieval_run(Path(a.data)/'Beauty.inter.json', specs, Path(a.work)/'retrieval', config, progress=False)
     if r['status'] != 'done': sys.exit(f"retrieval stopped: {r['status']}; run again to resume.")
     rows = r['rows']
     print(results_table(rows)); print(verdict_summary(rows))
     cfm = json.loads((cf.parent/'cf_metrics.json').read_text())
-    meta = dict(command='python bench/bench_judge_beauty.py ' + ' '.join(sys.argv[1:]), data=str(a.data), seed=a.seed, retriever=config,
+    meta = dict(command='python bench/bench_judge_beauty.py ' + ' '.join(sys.argv[1:]), data=str(a.data), seed=a.seed, retriever=asdict(retriever_config(config)),
                 tokenizer=dict(config='default (8 x 256, CF-aligned)', epochs=a.tok_epochs), cf={k: cfm[k] for k in ('best_epoch', 'valid', 'test')},
                 threads=a.threads, python=platform.python_version(), torch=torch.__version__, cpus=os.cpu_count(), seconds=round(time.time() - t0))
     out = dict(meta=meta, note="One seed: the paired s.e. is over the test users of this one run.",

@@ -455,7 +455,8 @@ def retrieval(inter:str, # `<dataset>.inter.json` ({user: [item rows, oldest fir
     "Train a generative retriever on each ID scheme, resumably; print Recall@5/10 and NDCG@5/10 per scheme, the paired verdicts (and with --lengths the recommended ID length), and write the report."
     from letter8_tokenizer.retrieval import retrieval_run, results_table, verdict_summary, retriever_config
     small = {f.name: f.default for f in fields(RetrieverConfig)}  # flags left at the small judge's defaults give way to --preset's values
-    config = {k: v for k, v in _split_config(RetrieverConfig, kwargs).items() if k == 'preset' or v != small[k]}
+    typed = {a[2:].split('=')[0].replace('-', '_') for a in sys.argv[1:] if a.startswith('--')}  # ... unless typed: `--d-model 64` stays 64
+    config = {k: v for k, v in _split_config(RetrieverConfig, kwargs).items() if k == 'preset' or k in typed or v != small[k]}
     out = _check_sequence_run('retrieval', inter, out, n_items, device, RetrieverConfig, retriever_config, config, ('checkpoints', 'rows', 'ids', 'retrieval.json'))
     specs = check_ids(ids, inter, n_items, out)
     r = retrieval_run(inter, specs, out, config=config, n_items=n_items, device=device, progress=not quiet, **kwargs)
