@@ -60,9 +60,11 @@ def main():
     cfg = override(Config(), {'optim.batch_size': a.batch, 'optim.epochs': a.epochs, 'schedule.log_every_s': 3600.0})
     rows = [dict(run=f"{name} #{i + 1}", **run(cfg, items, dev, tmp/f"{name}-{i}")) for name, dev in (('eager cpu', torch.device('cpu')), ('xla cpu', XLA))
             for i in range(2)]
+    base = rows[1]['steps_per_s']  # the warm eager run: the peer every run is measured against
+    for r in rows: r['speed_vs_eager'] = round(r['steps_per_s'] / base, 3)
     alone = step_transfers(cfg, items)
     print(f"train_step alone on XLA, {alone['steps']} steps after a warm-up: {alone['compilations']} compilations, {alone['transfers_per_step']:.1f} transfers/step")
-    for r in rows: print(f"{r['run']:12} {r['steps_per_s']:8.2f} steps/s  {r['compilations_per_epoch']:7.1f} compilations/epoch  "
+    for r in rows: print(f"{r['run']:12} {r['steps_per_s']:8.2f} steps/s  {r['speed_vs_eager']:6.2f}x eager  {r['compilations_per_epoch']:7.1f} compilations/epoch  "
                          f"{r['transfers_per_step']:7.1f} transfers/step  {r['seconds']:7.1f} s  total {r['final_total']}")
     out = dict(bench='bench_xla', args=vars(a), pjrt_device=os.environ.get('PJRT_DEVICE'), torch=torch.__version__,
                torch_xla=torch_xla.__version__, python=platform.python_version(), machine=platform.machine(), cpus=os.cpu_count(), rows=rows, xla_train_step_alone=alone,

@@ -7,7 +7,7 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/distributed.html.md"
 # %% auto #0
 __all__ = ['XLA_INSTALL', 'is_distributed', 'rank_and_world', 'Shard', 'shard_rows', 'gather_rows', 'sync_step', 'average_grads',
            'broadcast_object', 'gather_objects', 'barrier', 'default_device', 'process_group', 'has_torch_xla',
-           'pick_device', 'spmd_on', 'xla_devices', 'shard_batch', 'torchrun_command']
+           'pick_device', 'host_floats', 'spmd_on', 'xla_devices', 'shard_batch', 'torchrun_command']
 
 # %% ../nbs/11_distributed.ipynb #252aef59
 import os, sys, datetime, functools, importlib.util
@@ -207,6 +207,13 @@ def _data_mesh():
     import numpy as np, torch_xla.runtime as xr, torch_xla.distributed.spmd as xs
     n = xr.global_runtime_device_count()
     return xs.Mesh(np.arange(n), (n,), ('data',))
+
+def host_floats(tensors:list, # 0-d tensors; XLA ones already computed (after the step's `torch_xla.sync`)
+               ) -> list[float]:
+    "The tensors as floats: XLA tensors in one device-to-host transfer, however many there are."
+    if not any(t.device.type == 'xla' for t in tensors): return [float(t) for t in tensors]
+    import torch_xla
+    return [float(t) for t in torch_xla._XLAC._xla_get_cpu_tensors([t.detach() for t in tensors])]
 
 def spmd_on() -> bool:
     "Whether this process runs XLA's SPMD (`torch_xla.runtime.use_spmd()` was called); torch_xla is not imported here when nothing did."

@@ -630,13 +630,13 @@ def learning_signals(out:dict, # `model(x)` of one batch
 # %% ../nbs/03_model.ipynb #910d819f
 def read_losses(losses:dict # loss terms: tensors (on the model's device) or numbers
                ) -> dict:
-    "Every term as a float. On XLA the step is first run as one graph (`torch_xla.sync`), then its terms are read in one transfer."
+    "Every term as a float; on XLA the step runs as one graph (`torch_xla.sync`) and its terms stay there, 0-d, read later (`host_floats`)."
     xla = [k for k, v in losses.items() if torch.is_tensor(v) and on_xla(v)]
     if not xla: return {k: float(v.detach()) if torch.is_tensor(v) else float(v) for k, v in losses.items()}
     import torch_xla
+    out = {k: losses[k].detach().float().reshape(()) if k in xla else float(v) for k, v in losses.items()}
     torch_xla.sync()
-    read = dict(zip(xla, torch.stack([losses[k].detach().float().reshape(()) for k in xla]).cpu().tolist()))
-    return {k: read[k] if k in read else float(v) for k, v in losses.items()}
+    return out
 
 def train_step(model:Letter8, # the tokenizer
                opt:torch.optim.Optimizer, # its optimizer

@@ -83,3 +83,14 @@ def test_deadline_on_xla_stops_and_commits_in_time(items, tmp_path):
     assert Checkpointer(tmp_path/'tight').load().step == r.step
     rest = train_segment(CFG, items, tmp_path/'tight', device=torch_xla.device(), progress=False)
     assert (rest.status, rest.resumed_from) == ('done', r.step)
+
+def test_losses_stay_on_the_device_and_every_step_is_recorded(items, whole):
+    "`train_step` leaves its losses on the XLA device (no host read in the step); the loop reads them at its read points and still records every step."
+    from letter8_tokenizer.model import build_tokenizer, init_codebooks, make_optimizer, train_step
+    from letter8_tokenizer.loop import read_metrics
+    model = build_tokenizer(CFG, items).to(torch_xla.device()); init_codebooks(model, items); opt = make_optimizer(model)
+    b = next(iter(items.batches(CFG.optim.batch_size, seed=0, epoch=0, drop_last=True)))
+    losses = train_step(model, opt, b.emb, b.cf)
+    assert all(torch.is_tensor(v) and v.device.type == 'xla' and v.dim() == 0 for v in losses.values()), losses
+    rows = read_metrics(whole[0])
+    assert [r['step'] for r in rows] == list(range(1, 17)) and all(isinstance(r['total'], float) for r in rows)
