@@ -93,14 +93,17 @@ def _versions() -> dict:
     except ImportError: fv = 'not installed'
     return {'python': platform.python_version(), 'torch': torch.__version__, 'faiss': fv, 'torch_threads': torch.get_num_threads()}
 
-def device_summary() -> dict:
-    "The device a run with `device: auto` trains on (`distributed.pick_device`) and the XLA devices torch_xla sees (0 without torch_xla)."
+def device_summary(device:str='auto', # the run's `device` parameter
+                  ) -> dict:
+    "The device a run with `device` trains on (`distributed.pick_device`, SPMD first on XLA) and the XLA devices torch_xla sees (0 without torch_xla)."
     from letter8_tokenizer.distributed import pick_device, has_torch_xla
+    try: picked = str(pick_device(device, spmd=True))  # on XLA, SPMD must be on before the runtime is asked anything
+    except ValueError as e: picked = f'none: {e}'
     n = 0
     if has_torch_xla():
         import torch_xla.runtime as xr
         n = xr.global_runtime_device_count()
-    return {'device': str(pick_device('auto')), 'xla_devices': n}
+    return {'device': picked, 'xla_devices': n}
 
 
 # %% ../nbs/09_kaggle.ipynb #5e2f6ced
@@ -111,6 +114,7 @@ def probe_environment(root:str|None=None, # the `/kaggle` folder (see `kaggle_ro
                       start:float|None=None, # session start (epoch s); None: `process_start_time()`
                       limit_s:float|None=None, # session length; None: `kaggle_session_limit` for the accelerator
                       now:float|None=None, # epoch seconds; None: `time.time()`
+                      device:str='auto', # the run's `device` parameter: the device shown is the one it trains on
                      ) -> dict:
     "What this session runs on (machine, versions, accelerator, memory, disk), and how much of it is left."
     env = os.environ if env is None else env
@@ -121,7 +125,7 @@ def probe_environment(root:str|None=None, # the `/kaggle` folder (see `kaggle_ro
     limit = float(limit_s if limit_s is not None else kaggle_session_limit('tpu' if acc == 'TPU' else None))
     working = roots['working'] if on_kaggle(env) or roots['working'].exists() else Path.cwd()
     tmp = env.get('TMPDIR') or '/tmp'
-    p = {'on_kaggle': on_kaggle(env), 'run_type': run_type(env), 'host': platform.node(), **_versions(), 'accelerator': acc, **device_summary(),
+    p = {'on_kaggle': on_kaggle(env), 'run_type': run_type(env), 'host': platform.node(), **_versions(), 'accelerator': acc, **device_summary(device),
          'gpus': gpus, 'cpus': os.cpu_count(), 'ram_gb': round(total, 1), 'ram_free_gb': round(avail, 1),
          'working_dir': str(working), 'working_free_gb': round(_free_gb(working), 1), 'temp_dir': str(Path(tmp)),
          'temp_free_gb': round(_free_gb(tmp), 1), 'session_used_s': round(used, 1), 'session_left_s': round(limit - used, 1), 'warnings': []}

@@ -313,7 +313,7 @@ def _save_due(s:_Seg) -> bool:
     every = s.task.save_every_steps
     return s.deadline.should_save_periodic() or bool(every and s.step % every == 0)
 
-# %% ../nbs/05c_loop.ipynb #35704ee0
+# %% ../nbs/05c_loop.ipynb #6bfb63ec
 def _show(s:_Seg):
     "Redraw the progress panel (when there is one)."
     if not s.bar: return
@@ -347,6 +347,7 @@ def _read_rows(s:_Seg) -> str|None:
     s.unread, s.read_at = [], time.time()
     return why
 
+# %% ../nbs/05c_loop.ipynb #35704ee0
 def _after_step(s:_Seg, asked:dict, losses:dict):
     "Record the step's row (with the epoch end's metrics), then stop, save or go on. Losses on an XLA device wait on it until a read point."
     extra = _end_epoch(s) if s.batch == 0 else {}
