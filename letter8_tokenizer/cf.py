@@ -22,7 +22,8 @@ from fastcore.meta import delegates
 from .config import build_config, num_range, range_error
 from .files import replace_atomic
 from .session import Deadline
-from .distributed import Shard, default_device
+from .distributed import Shard, default_device, host_floats, seed_device, shard_batch
+from .model import read_losses
 from .loop import Trainable, SegmentResult, run_segment
 from .sequences import Split, leave_one_out, read_interactions, interactions_fingerprint
 
@@ -78,6 +79,9 @@ class SASRec(nn.Module):
         h = self.norm(self.blocks(self.drop(x), mask=causal))
         if targets is None: return h
         keep = targets > 0  # the loss inside forward: `DistributedDataParallel` sees every use of the item table
+        if tokens.device.type == 'xla':  # one shape for every batch: all positions scored, the padded ones weighted 0
+            ce = F.cross_entropy(self.scores(h).flatten(0, 1), (targets - 1).clamp(min=0).flatten(), reduction='none')
+            return (ce * keep.flatten()).sum()
         return F.cross_entropy(self.scores(h[keep]), targets[keep] - 1, reduction='sum')
 
     def scores(self, h:torch.Tensor # [..., dim] hidden states
@@ -152,7 +156,7 @@ class CFTask(Trainable):
                 ):
         self.split, self.cfg = split, cf_config(cfg)
         self.device = torch.device(device) if device is not None else default_device()
-        torch.manual_seed(self.cfg.seed)
+        seed_device(self.device, self.cfg.seed)
         self.model = SASRec(split.inter.n_items, self.cfg).to(self.device)
         self.opt = torch.optim.Adam(self.model.parameters(), lr=self.cfg.lr, betas=(0.9, 0.98))
         self.x, self.y = train_rows(split, self.cfg.max_len)
@@ -181,11 +185,11 @@ def batches(self:CFTask, epoch:int, # the epoch
     bs = self.cfg.batch_size
     for i in range(start, self.n_batches()): yield self._order[1][i * bs:(i + 1) * bs]
 
-def _batch_loss(part:torch.Tensor, shard:Shard|None) -> float:
-    "The batch's loss from this rank's share `part` of it: every rank's share summed, under DDP."
+def _batch_loss(part:torch.Tensor, shard:Shard|None) -> float|torch.Tensor:
+    "The batch's loss from this rank's share `part` of it (every rank's share summed, under DDP): a float, or on XLA a 0-d device tensor read later."
     t = part.detach().clone()
     if shard is not None and shard.world > 1: dist.all_reduce(t)
-    return float(t)
+    return read_losses({'loss': t})['loss']
 
 @patch
 def step(self:CFTask, idx:np.ndarray, # users of the batch
@@ -193,9 +197,9 @@ def step(self:CFTask, idx:np.ndarray, # users of the batch
     "One optimisation step on users `idx` (under DDP: this rank's of them): cross-entropy over all items, averaged over the batch's non-padded positions."
     if shard is not None and shard.world > 1 and self.ddp is None: raise ValueError("CFTask.step got a shard but no DDP module: call wrap() first.")
     self.model.train()
-    n = int((self.y[idx] > 0).sum())  # the whole batch's positions: every rank divides by the same count
+    n = torch.tensor(float((self.y[idx] > 0).sum()), device=self.device)  # the whole batch's positions: every rank divides by the same count
     if shard is not None: idx = shard.take(idx)
-    x = torch.as_tensor(self.x[idx], device=self.device); y = torch.as_tensor(self.y[idx], device=self.device)
+    x, y = (shard_batch(torch.as_tensor(a[idx], device=self.device)) for a in (self.x, self.y))  # under SPMD: rows over every chip
     part = (self.ddp or self.model)(x, y) / n  # this rank's share of the batch's mean loss
     self.opt.zero_grad(set_to_none=True)
     (part * (shard.world if shard else 1)).backward()  # DDP averages the ranks' gradients: world x mean = the sum of the shares'
@@ -219,7 +223,7 @@ def end_epoch(self:CFTask, epoch:int # epochs completed
     if val['ndcg@10'] > self.best:
         self.best, self.best_epoch = val['ndcg@10'], epoch
         self.best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
-    rec = dict(epoch=epoch, loss=float(np.mean(self.losses)), **{f'valid_{k}': v for k, v in val.items()})
+    rec = dict(epoch=epoch, loss=float(np.mean(host_floats(self.losses))), **{f'valid_{k}': v for k, v in val.items()})
     self.history.append(rec); self.losses = []
     if self.log: self.log(f"epoch {epoch:3d}  loss {rec['loss']:.4f}  valid NDCG@10 {val['ndcg@10']:.4f}  Recall@10 {val['recall@10']:.4f}")
     return {('epoch_loss' if k == 'loss' else k): v for k, v in rec.items() if k != 'epoch'}
@@ -232,6 +236,12 @@ def finished(self:CFTask, epoch:int # epochs completed
 
 # %% ../nbs/15_cf.ipynb #4a4d79aa
 CFTask.state_keys = ('best', 'best_epoch', 'best_state', 'history', 'losses')  # checkpointed with the weights and the optimiser (`Trainable.state`)
+
+@patch
+def state(self:CFTask) -> dict:
+    "`Trainable.state`, the epoch's losses read to floats first (on XLA they wait on the device until a save point)."
+    self.losses = host_floats(self.losses)
+    return Trainable.state(self)
 
 # %% ../nbs/15_cf.ipynb #f6c26352
 def _cf_report(task:CFTask) -> dict:

@@ -21,21 +21,27 @@ from .files import (fsync_dir, os_error_in, write_durable, write_atomic, replace
 
 # %% ../nbs/05_checkpoint.ipynb #53bd0290
 def rng_state() -> dict:
-    "State of every global RNG a training step may draw from: python, numpy, torch CPU and torch CUDA."
-    import torch
+    "State of every global RNG a training step may draw from: python, numpy, torch CPU, torch CUDA, and XLA's when a run uses it."
+    import torch, sys
     s = {'python': random.getstate(), 'numpy': np.random.get_state(), 'torch': torch.get_rng_state()}
     if torch.cuda.is_available(): s['cuda'] = torch.cuda.get_rng_state_all()
+    if 'torch_xla' in sys.modules:  # imported only by a process that trains on XLA
+        import torch_xla.core.xla_model as xm
+        s['xla'] = xm.get_rng_state()
     return s
 
 def set_rng_state(s:dict, # a dict from `rng_state`
                  ):
     "Restore the generators captured by `rng_state`."
-    import torch
+    import torch, sys
     random.setstate(tuple(s['python']))
     np.random.set_state(s['numpy'])
     torch.set_rng_state(s['torch'])
     if 'cuda' in s and torch.cuda.is_available():
         for i, st in enumerate(s['cuda'][:torch.cuda.device_count()]): torch.cuda.set_rng_state(st, i)
+    if 'xla' in s and 'torch_xla' in sys.modules:
+        import torch_xla.core.xla_model as xm
+        xm.set_rng_state(s['xla'])
 
 # %% ../nbs/05_checkpoint.ipynb #91d56f74
 def _same_layout(t, buf):

@@ -7,7 +7,8 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/distributed.html.md"
 # %% auto #0
 __all__ = ['XLA_INSTALL', 'is_distributed', 'rank_and_world', 'Shard', 'shard_rows', 'gather_rows', 'sync_step', 'average_grads',
            'broadcast_object', 'gather_objects', 'barrier', 'default_device', 'process_group', 'has_torch_xla',
-           'pick_device', 'host_floats', 'spmd_on', 'xla_devices', 'shard_batch', 'torchrun_command']
+           'pick_device', 'sync_device', 'seed_device', 'host_floats', 'spmd_on', 'xla_devices', 'shard_batch',
+           'torchrun_command']
 
 # %% ../nbs/11_distributed.ipynb #252aef59
 import os, sys, datetime, functools, importlib.util
@@ -201,6 +202,23 @@ def pick_device(name:str|torch.device|None='auto', # 'auto', 'cuda', 'cpu', 'xla
     try: return torch.device(name)
     except RuntimeError: raise ValueError(f"device={name!r} is not a device: use 'auto', 'cpu', 'cuda' or 'xla'.") from None
 
+# %% ../nbs/11_distributed.ipynb #e55faf1c
+def sync_device(device:torch.device, # where a task trains
+               ):
+    "On XLA, run the work queued so far as one graph now (`torch_xla.sync`), so an epoch end's work does not join the next step's graph; elsewhere nothing."
+    if device.type == 'xla':
+        import torch_xla
+        torch_xla.sync()
+
+def seed_device(device:torch.device, # where a task trains
+                seed:int, # its seed
+               ):
+    "`torch.manual_seed(seed)`, and on XLA the device's own generator too (dropout on a TPU draws from it; `manual_seed` does not reach it)."
+    torch.manual_seed(seed)
+    if device.type == 'xla':
+        import torch_xla.core.xla_model as xm
+        xm.set_rng_state(seed, device)
+
 # %% ../nbs/11_distributed.ipynb #c3d5208a
 @functools.lru_cache(maxsize=1)
 def _data_mesh():
@@ -208,12 +226,14 @@ def _data_mesh():
     n = xr.global_runtime_device_count()
     return xs.Mesh(np.arange(n), (n,), ('data',))
 
-def host_floats(tensors:list, # 0-d tensors; XLA ones already computed (after the step's `torch_xla.sync`)
+def host_floats(values:list, # numbers or 0-d tensors; XLA ones already computed (after the step's `torch_xla.sync`)
                ) -> list[float]:
-    "The tensors as floats: XLA tensors in one device-to-host transfer, however many there are."
-    if not any(t.device.type == 'xla' for t in tensors): return [float(t) for t in tensors]
+    "The values as floats: XLA tensors in one device-to-host transfer, however many there are."
+    on_xla = [torch.is_tensor(v) and v.device.type == 'xla' for v in values]
+    if not any(on_xla): return [float(v) for v in values]
     import torch_xla
-    return [float(t) for t in torch_xla._XLAC._xla_get_cpu_tensors([t.detach() for t in tensors])]
+    got = iter(torch_xla._XLAC._xla_get_cpu_tensors([v.detach() for v, x in zip(values, on_xla) if x]))
+    return [float(next(got)) if x else float(v) for v, x in zip(values, on_xla)]
 
 def spmd_on() -> bool:
     "Whether this process runs XLA's SPMD (`torch_xla.runtime.use_spmd()` was called); torch_xla is not imported here when nothing did."

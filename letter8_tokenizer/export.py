@@ -6,10 +6,11 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/export.html.md"""
 
 # %% auto #0
 __all__ = ['EXPORT_MANIFEST', 'load_trained', 'encode_run', 'code_table', 'probe_inputs', 'commit_export', 'verify_export',
-           'export_run', 'export_estimate_s', 'reserve_export']
+           'export_run', 'add_retrieval_verdict', 'export_estimate_s', 'reserve_export']
 
 # %% ../nbs/07a_export.ipynb #b2a803f9
-import json, time, errno
+import json, time, errno, re, html, shutil
+from pathlib import Path
 from .config import Config, config_hash, config_to_dict
 from .data import Items, held_out_rows
 from .checkpoint import Checkpointer
@@ -130,6 +131,27 @@ def export_run(cfg:Config, # the run's config
     out['seconds'] = round(time.perf_counter() - t0, 2)
     commit_export(run, folders, step=model.step, checkpoint=model.checkpoint, seconds=out['seconds'], items=len(items))
     return out
+
+# %% ../nbs/07a_export.ipynb #44b1a9de
+def _with_verdict(src:Path, out:Path, verdict:dict):
+    "Copy the probe report in `src` to `out` with `verdict` leading it: `probe.json` gains `retrieval`, `probe.html` a first paragraph."
+    for p in src.iterdir():
+        if p.is_file() and p.name not in ('probe.json', 'probe.html'): shutil.copy2(p, out/p.name)
+    doc = {k: v for k, v in json.loads((src/'probe.json').read_text()).items() if k != 'retrieval'}
+    (out/'probe.json').write_text(json.dumps(dict(retrieval={k: verdict[k] for k in ('verdict', 'headline', 'message')}, **doc), indent=1))
+    page = re.sub(r'<p class="retrieval">.*?</p>', '', (src/'probe.html').read_text(encoding='utf-8'), count=1)
+    lead = f'<p class="retrieval"><b>Retrieval: {html.escape(verdict["message"])}.</b></p>'
+    (out/'probe.html').write_text(page.replace('</h1>', '</h1>' + lead, 1), encoding='utf-8')
+
+def add_retrieval_verdict(run, # the run folder (`segments.RunPaths`), exported with a probe report
+                          verdict:dict, # `retrieval.ids_verdict` of the run's IDs
+                         ) -> str|None:
+    "Lead the run's probe report with the retrieval verdict and commit `export.json` again; the verdict's message, or None without a committed probe report."
+    if verify_export(run) or 'probe' not in (m := json.loads((run.root/EXPORT_MANIFEST).read_text()))['folders']: return None
+    files = write_folder_atomic(run.probe, lambda p: _with_verdict(run.probe, p, verdict))
+    commit_export(run, {**m['folders'], 'probe': files}, **{k: v for k, v in m.items() if k not in ('folders', 'time_utc', 'retrieval')},
+                  retrieval=verdict['message'])
+    return verdict['message']
 
 # %% ../nbs/07a_export.ipynb #51d0bb81
 def export_estimate_s(n_items:int, # items to encode and probe

@@ -24,7 +24,7 @@ from .progress import Progress, fmt_seconds
 from .checkpoint import (Checkpointer, History, rng_state, set_rng_state, snapshot, nonfinite_tensors,
                                           data_fingerprint, step_dir_name)
 from .distributed import (Shard, rank_and_world, shard_rows, sync_step, broadcast_object, gather_objects, barrier,
-                          process_group, torchrun_command, xla_devices, host_floats)
+                          process_group, torchrun_command, xla_devices, host_floats, sync_device)
 
 # %% ../nbs/05c_loop.ipynb #b4b3c3a7
 @dataclass
@@ -326,7 +326,7 @@ def _show(s:_Seg):
 
 def _end_epoch(s:_Seg) -> dict:
     "The task's epoch end, timed for the deadline and left out of the step's cycle."
-    t = s.deadline.clock(); extra = s.task.end_epoch(s.epoch); secs = s.deadline.clock() - t
+    t = s.deadline.clock(); extra = s.task.end_epoch(s.epoch); sync_device(s.task.device); secs = s.deadline.clock() - t
     s.deadline.record_epoch_end(secs); s.epoch_end_s = max(s.epoch_end_s or 0., secs)
     if s.cycle_start is not None: s.cycle_start += secs
     return extra

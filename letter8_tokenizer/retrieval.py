@@ -12,8 +12,8 @@ __all__ = ['METRICS', 'RETRIEVER_PRESETS', 'PAD', 'BOS', 'FIRST', 'PAIRED', 'dis
            'make_batch', 'check_batch', 'RetrieverTask', 'user_bucket', 'warmup_lr', 'train_retriever_segment',
            'retriever_segment', 'split_fingerprint', 'evaluate_scheme', 'summarise', 'results_table', 'user_scores',
            'paired', 'verdict', 'bootstrap_se', 'group_scores', 'paired_table', 'paired_markdown', 'recommend_length',
-           'judge_note', 'verdict_summary', 'plot_results', 'write_retrieval_report', 'report_rows', 'used_sizes',
-           'load_scheme', 'retrieval_run']
+           'ids_verdict', 'judge_note', 'verdict_summary', 'plot_results', 'write_retrieval_report', 'report_rows',
+           'used_sizes', 'load_scheme', 'retrieval_run']
 
 # %% ../nbs/14_retrieval.ipynb #9efa7654
 import hashlib, html, json, math, time, tempfile
@@ -31,7 +31,8 @@ from .config import build_config, num_range, range_error
 from .kmeans import residual_init
 from .files import replace_atomic
 from .session import Deadline
-from .distributed import Shard, rank_and_world, shard_rows, default_device
+from .distributed import Shard, rank_and_world, shard_rows, default_device, host_floats, seed_device, shard_batch
+from .model import read_losses
 from .loop import Trainable, SegmentResult, run_segment
 from .sequences import Split, sample_arrays, leave_one_out, read_interactions, interactions_fingerprint
 from .cf import rank_metrics
@@ -479,13 +480,14 @@ def make_batch(split:Split, # the split
                scheme:IdScheme, # the IDs
                samples:np.ndarray, # [b, 2] rows of split.train, .valid or .test
                max_len:int|None=None, # history items kept; None: the split's
+               trim:bool=True, # drop the columns no history of the batch reaches; False: every batch `max_len` items wide (one shape, as XLA wants)
               ) -> RetrievalBatch:
     "Histories as flattened ID tokens and targets as codes."
     max_len = split.max_len if max_len is None else max_len
     if max_len > split.max_len: raise ValueError(f"max_len={max_len} exceeds the split's max_len={split.max_len}: split again with leave_one_out(inter, {max_len}).")
     hist, items = sample_arrays(split, samples)
     hist = hist[:, split.max_len - max_len:]
-    keep = max(int((hist >= 0).sum(1).max()), 1)
+    keep = max(int((hist >= 0).sum(1).max()), 1) if trim else max_len
     hist = hist[:, hist.shape[1] - keep:]
     tok = np.where(hist[..., None] >= 0, FIRST + scheme.offsets + scheme.codes[np.maximum(hist, 0)], PAD)
     return RetrievalBatch(samples, torch.from_numpy(tok.reshape(len(hist), -1)), torch.from_numpy(scheme.codes[items]), items)
@@ -526,14 +528,14 @@ class RetrieverTask(Trainable):
         self.scheme, self.split, self.cfg = scheme, split, retriever_config(cfg)
         self.device = torch.device(device) if device else default_device()
         if split.inter.n_items != len(scheme): raise ValueError(f"the interactions have {split.inter.n_items} items but scheme {scheme.name!r} has {len(scheme)}: give every catalog item an ID.")
-        torch.manual_seed(self.cfg.seed)
+        seed_device(self.device, self.cfg.seed)
         self.model, self.trie = retriever_model(scheme.sizes, self.cfg).to(self.device), PrefixTrie(scheme, self.device)
         self.amp = self.cfg.amp and self.device.type == 'cuda'
         self.opt = torch.optim.AdamW(self.model.parameters(), self.cfg.lr, weight_decay=self.cfg.weight_decay)
         n, v = len(split.valid), self.cfg.valid_users
         self.valid = split.valid[np.sort(np.random.default_rng([self.cfg.seed, 1]).choice(n, v, replace=False))] if 0 < v < n else split.valid
         self.epochs, self.log, self.best_model, self.ddp = self.cfg.epochs, None, None, None
-        self.best, self.best_epoch, self.bad, self.history, self.loss_sum, self.loss_n = -1.0, -1, 0, [], 0.0, 0
+        self.best, self.best_epoch, self.bad, self.history, self.loss_sum, self.loss_n, self.unread = -1.0, -1, 0, [], 0.0, 0, []
 
     def config(self) -> dict:
         "The hyperparameters, hashed into every checkpoint (not `lengths`: which prefixes a run adds is no setting of one model)."
@@ -556,7 +558,7 @@ def user_bucket(users:np.ndarray, # user rows
 def make(self:RetrieverTask, samples:np.ndarray # [b, 2] samples
         ) -> RetrievalBatch:
     "`make_batch` of the samples; with `user_buckets`, each history ends with its user's hashed token."
-    b = make_batch(self.split, self.scheme, samples, self.cfg.max_len)
+    b = make_batch(self.split, self.scheme, samples, self.cfg.max_len, trim=self.device.type != 'xla')
     if not self.cfg.user_buckets: return b
     user = np.searchsorted(np.asarray(self.split.inter.indptr), samples[:, 1], side='right') - 1
     tok = torch.from_numpy(FIRST + self.scheme.vocab_size + user_bucket(user, self.cfg.user_buckets))
@@ -609,7 +611,7 @@ def step(self:RetrieverTask, batch:RetrievalBatch, # a training batch
     self.model.train()
     self.opt.zero_grad(set_to_none=True)
     hist, target = (batch.hist, batch.target) if shard is None else (shard.take(batch.hist), shard.take(batch.target))
-    hist, target = hist.to(self.device), target.to(self.device)
+    hist, target = shard_batch(hist.to(self.device)), shard_batch(target.to(self.device))  # under SPMD: rows over every chip
     if self.cfg.warmup:
         for g in self.opt.param_groups: g['lr'] = warmup_lr(self.cfg, self.steps_done())
     with torch.autocast(self.device.type, torch.bfloat16, enabled=self.amp):
@@ -617,8 +619,15 @@ def step(self:RetrieverTask, batch:RetrievalBatch, # a training batch
     (loss * shard.weight if shard else loss).backward(); self.opt.step()
     t = loss.detach() * (shard.size / shard.n if shard else 1.0)  # this rank's share of the batch's mean
     if shard is not None and shard.world > 1: dist.all_reduce(t)
-    self.loss_sum, self.loss_n = self.loss_sum + t.item(), self.loss_n + 1
-    return {'loss': t.item()}
+    t = read_losses({'loss': t})['loss']  # on XLA: a 0-d device tensor, read at the loop's read points
+    self.unread.append(t)
+    return {'loss': t}
+
+@patch
+def fold_losses(self:RetrieverTask):
+    "Fold the steps' unread losses (on XLA: device tensors, read in one transfer) into the epoch's sum."
+    vals, self.unread = host_floats(self.unread), []
+    self.loss_sum, self.loss_n = self.loss_sum + sum(vals), self.loss_n + len(vals)
 
 # %% ../nbs/14_retrieval.ipynb #f00e7660
 @patch
@@ -657,7 +666,7 @@ def evaluate(self:RetrieverTask, samples:np.ndarray # [n, 2] samples to score
 def end_epoch(self:RetrieverTask, epoch:int # epochs completed
              ) -> dict:
     "Score the validation sample, keep the best weights, count epochs without improvement; the epoch's metrics."
-    m = self.evaluate(self.valid)
+    m = self.evaluate(self.valid); self.fold_losses()
     row = dict(epoch=epoch - 1, loss=self.loss_sum / max(self.loss_n, 1), **{f'valid_{k}': v for k, v in m.items()})
     if m[self.cfg.metric] > self.best:
         self.best, self.best_epoch, self.bad = m[self.cfg.metric], epoch - 1, 0
@@ -675,6 +684,12 @@ def finished(self:RetrieverTask, epoch:int # epochs completed
 
 # %% ../nbs/14_retrieval.ipynb #ed7c6fea
 RetrieverTask.state_keys = ('loss_sum', 'loss_n', 'best', 'best_epoch', 'bad', 'history', 'best_model')  # checkpointed with the weights and the optimiser (`Trainable.state`)
+
+@patch
+def state(self:RetrieverTask) -> dict:
+    "`Trainable.state`, the unread losses folded in first."
+    self.fold_losses()
+    return Trainable.state(self)
 
 # %% ../nbs/14_retrieval.ipynb #2f25b77a
 @patch
@@ -883,6 +898,23 @@ def recommend_length(results:list[dict], # rows of `retrieval_run` with prefixes
     return dict(letters=pick['letters'], group=pick['group'], best_on_valid=best, chosen_on='validation users', why=why,
                 test_vs_full={m: dict(diff=d, se=se, verdict=verdict(d, se, z)) for m, (d, se) in vs_full.items()}, lengths=table)
 
+# %% ../nbs/14_retrieval.ipynb #d0331b12
+def ids_verdict(results:list[dict], # rows of `retrieval_run` (with `ranks`); the first scheme is the run's IDs
+                z:float=2.0, # standard errors for a verdict
+               ) -> dict|None:
+    "The run's IDs against each other full scheme on the test users' NDCG@10: 'better' only when they beat every peer; None without peers."
+    base = results[0]['group']
+    if not all('ranks' in r for r in results): return None
+    pairs = [p for p in paired_table(results, z=z) if p['a'] == base and not any(r['group'] == p['b'] and r.get('prefix_of') == base for r in results)]
+    peers = [p for p in pairs if p['b'] != 'random']
+    if not peers: return None
+    wins = all(p['ndcg@10_verdict'] == 'better' for p in peers)
+    names = [p['b'] for p in peers if wins or p['ndcg@10_verdict'] != 'better']
+    head = f"these IDs retrieve {'better' if wins else 'no better'} than {', '.join(names)}"
+    terms = '; '.join(f"{p['ndcg@10_verdict']} than {p['b']} ({p['ndcg@10']:+.4f} ± {p['ndcg@10_se']:.4f})" for p in pairs)
+    return dict(verdict='better' if wins else 'no better', headline=head, pairs=pairs,
+                message=f"{head} (retrieval, NDCG@10 on {pairs[0]['users']:,} test users, A - B ± paired s.e.: {terms})")
+
 # %% ../nbs/14_retrieval.ipynb #2a5ae475
 def judge_note(preset:str='small' # the retriever's preset
               ) -> str:
@@ -898,6 +930,7 @@ def verdict_summary(results:list[dict], # rows of `retrieval_run` or `evaluate_s
     "The judge, the paired verdicts on the test users and the recommended length, as Markdown (the CLI and the segment notebook print it)."
     parts = [judge_note(results[0].get('preset', 'small'))]
     if not all('ranks' in r for r in results): return parts[0] + '\n\nNo paired verdicts: some rows predate per-user ranks; score them again in a new run folder.'
+    if (v := ids_verdict(results, z)): parts.append(f"The run's IDs: {v['message']}.")
     if len({r['group'] for r in results}) > 1:
         parts.append(f"Paired differences on the same test users (A - B ± paired s.e.; verdict at {z:g} s.e.):\n\n" + paired_markdown(paired_table(results, z=z)))
     if (rec := recommend_length(results, z)): parts.append('Recommended ID length: ' + rec['why'])
@@ -930,7 +963,7 @@ def _replace_with(path:Path, write):
     tmp = path.parent/f'.{path.name}.tmp{path.suffix}'; write(tmp); tmp.replace(path)
 
 # %% ../nbs/14_retrieval.ipynb #92cca80a
-def _report_page(results:list, pairs:list, length:dict|None, note:str, meta:dict|None, z:float) -> str:
+def _report_page(results:list, pairs:list, length:dict|None, note:str, meta:dict|None, z:float, ids:dict|None=None) -> str:
     "The report's HTML page: the means per scheme, the paired verdicts and the recommended length, when there are any."
     cell = lambda c: f'<td>{html.escape(str(c))}</td>'
     rows = ''.join('<tr>' + ''.join(cell(c) for c in
@@ -939,7 +972,7 @@ def _report_page(results:list, pairs:list, length:dict|None, note:str, meta:dict
     prs = ''.join('<tr>' + ''.join(cell(c) for c in [p['a'], p['b'], f"{p['users']:,}"] + sum(
                   ([f"{p[m]:+.4f} ± {p[m + '_se']:.4f}", p[m + '_verdict']] for m in PAIRED), [])) + '</tr>' for p in pairs)
     return (f"<!doctype html><meta charset='utf-8'><title>Retrieval report</title><h1>Generative retrieval by ID scheme</h1>"
-            f"<p><b>{html.escape(note)}</b></p><p>{html.escape(json.dumps(meta or {}))}</p><table border='1' cellpadding='4'><tr><th>scheme</th><th>runs</th>"
+            f"<p><b>{html.escape(note)}</b></p>" + (f"<p><b>The run's IDs: {html.escape(ids['message'])}.</b></p>" if ids else '') + f"<p>{html.escape(json.dumps(meta or {}))}</p><table border='1' cellpadding='4'><tr><th>scheme</th><th>runs</th>"
             + ''.join(f'<th>{m}</th>' for m in METRICS) + f"</tr>{rows}</table>"
             + (f"<h2>Paired verdicts (test users)</h2><p>A - B over the same users, ± paired standard error; the verdict is A's at {z:g} s.e.</p>"
                "<table border='1' cellpadding='4'><tr><th>A</th><th>B</th><th>users</th><th>Recall@10 A - B</th><th>verdict</th>"
@@ -959,14 +992,15 @@ def write_retrieval_report(results:list[dict], # rows of `evaluate_scheme`
     pairs = paired_table(results, z=z) if ranked and len({r['group'] for r in results}) > 1 else []
     length = recommend_length(results, z) if ranked else None
     note = judge_note(results[0].get('preset', 'small'))
-    doc = dict(meta=meta or {}, judge=note, summary=summarise(results), paired=pairs, length=length,
+    ids = ids_verdict(results, z) if pairs else None
+    doc = dict(meta=meta or {}, judge=note, ids_verdict=ids, summary=summarise(results), paired=pairs, length=length,
                results=[{k: v for k, v in r.items() if k != 'ranks'} for r in results])
     _replace_with(out/'retrieval.json', lambda p: p.write_text(json.dumps(doc, indent=1)))
     if ranked:
         arrays = {f'{i}_{w}': np.asarray(r['ranks'][w], np.int16) for i, r in enumerate(results) for w in ('test', 'valid')}
         _replace_with(out/'ranks.npz', lambda p: np.savez_compressed(open(p, 'wb'), **arrays))
     _replace_with(out/'retrieval.png', lambda p: plot_results(results, p))
-    _replace_with(out/'retrieval.html', lambda p: p.write_text(_report_page(results, pairs, length, note, meta, z)))
+    _replace_with(out/'retrieval.html', lambda p: p.write_text(_report_page(results, pairs, length, note, meta, z, ids)))
     return out
 
 # %% ../nbs/14_retrieval.ipynb #3865c943

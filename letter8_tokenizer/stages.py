@@ -213,7 +213,8 @@ class RetrievalStage(Stage):
     def run(self, s:Session, # the open session
            ) -> StageResult:
         "Every scheme's retriever; the scores or where it stopped."
-        from letter8_tokenizer.retrieval import retrieval_run, summarise
+        from letter8_tokenizer.retrieval import retrieval_run, summarise, ids_verdict
+        from letter8_tokenizer.export import add_retrieval_verdict
         p, run = s.p, s.run
         ret = retrieval_run(p['interactions_path'], [str(run.codes), *comma_list(p['retrieval_ids'])], run.retrieval,
                             json.loads(p['retriever_overrides'] or '{}'), n_items=len(s.items), deadline=s.deadline, segment_name=s.segment, device=s.device,
@@ -221,8 +222,11 @@ class RetrievalStage(Stage):
         steps = ret['result']['steps'] if 'result' in ret else 0
         s.aux_steps += steps
         if ret['status'] == 'done':
-            s.write(status='done', done=True, retrieval=summarise(ret['rows']), aux_steps=s.aux_steps)
-            return StageResult('retrieval', 'done', steps, message=f"scored {len(ret['rows'])} schemes", wrote=dict(report=ret['report'], rows=ret['rows']))
+            v = ids_verdict(ret['rows'])
+            if v: add_retrieval_verdict(run, v)
+            s.write(status='done', done=True, retrieval=summarise(ret['rows']), ids_verdict=v and v['message'], aux_steps=s.aux_steps)
+            return StageResult('retrieval', 'done', steps, message=f"scored {len(ret['rows'])} schemes" + (f"; {v['headline']}" if v else ''),
+                               wrote=dict(report=ret['report'], rows=ret['rows']))
         stopped = ret['status'] in ('deadline', 'signal', 'step_limit')
         s.write(status='exported' if stopped else ret['status'], done=False, retrieval_stopped=ret['status'], aux_steps=s.aux_steps,
                 error=None if stopped else ret['result']['message'])

@@ -9,6 +9,7 @@ import pytest
 from letter8_tokenizer.segments import run_notebooks, read_status, RunPaths, stage_inputs
 from letter8_tokenizer.data import synthetic_catalog
 from letter8_tokenizer.sequences import synthetic_sequences
+from letter8_tokenizer.export import verify_export
 
 ROOT = Path(__file__).resolve().parent.parent
 NB = ROOT/'nbs'/'segment.ipynb'
@@ -52,6 +53,9 @@ def test_interactions_to_scored_ids(first):
     assert [r['group'] for r in report['results']] == ['codes', 'random', 'item ids']
     assert all(np.isfinite(r['recall@10']) for r in report['results'])
     assert [g['group'] for g in st['retrieval']] == ['codes', 'random', 'item ids']
+    verdict = json.loads((run.probe/'probe.json').read_text())['retrieval']  # the recommender's verdict leads the probe report
+    assert verdict['headline'].startswith('these IDs retrieve') and 'than item ids' in verdict['message'] and st['ids_verdict'] == verdict['message']
+    assert (run.probe/'probe.html').read_text().count('Retrieval: these IDs retrieve') == 1 and verify_export(run) is None
     nb = json.loads(Path(rep.segments[-1].notebook).read_text())
     shown = ''.join(''.join(o.get('data', {}).get('text/markdown', '')) for c in nb['cells'] if c['cell_type'] == 'code' for o in c.get('outputs', []))
     assert '| codes |' in shown and '| random |' in shown  # the results table is in the saved notebook
