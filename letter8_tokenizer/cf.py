@@ -239,7 +239,7 @@ CFTask.state_keys = ('best', 'best_epoch', 'best_state', 'history', 'losses')  #
 
 @patch
 def state(self:CFTask) -> dict:
-    "`Trainable.state`, the epoch's losses read to floats first (on XLA they wait on the device until a save point)."
+    "The default checkpoint state (weights, optimiser, state keys), the epoch's losses read to floats first (on XLA they wait on the device until a save point)."
     self.losses = host_floats(self.losses)
     return Trainable.state(self)
 

@@ -687,7 +687,7 @@ RetrieverTask.state_keys = ('loss_sum', 'loss_n', 'best', 'best_epoch', 'bad', '
 
 @patch
 def state(self:RetrieverTask) -> dict:
-    "`Trainable.state`, the unread losses folded in first."
+    "The default checkpoint state (weights, optimiser, state keys), the unread losses folded in first."
     self.fold_losses()
     return Trainable.state(self)
 
