@@ -41,11 +41,11 @@ def cf_stage(a) -> Path:
 
 
 def kit_stage(a, cf:Path) -> Path:
-    "The default tokenizer, CF-aligned, on the CF table: work/ids/kit.npy (collision-free)."
+    "The default tokenizer (with `a.tok_set`'s overrides, if any), CF-aligned, on the CF table: work/ids/kit.npy (collision-free)."
     ids = Path(a.work)/'ids'; ids.mkdir(parents=True, exist_ok=True)
     if not (ids/'kit.npy').exists():
         items = Items(cf, cf=cf)
-        task = TokenizerTask(override(Config(), {'optim.epochs': a.tok_epochs, 'seed': a.seed}), items, 'cpu')
+        task = TokenizerTask(override(Config(), {'optim.epochs': a.tok_epochs, 'seed': a.seed, **getattr(a, 'tok_set', {})}), items, 'cpu')
         r = run_segment(task, Path(a.work)/'tok', progress=False)
         if r.status != 'done': sys.exit(f"tokenizer stopped: {r.status} {r.message}; run again to resume.")
         codes, _, last = encode_run(task.model.eval(), items, devices=None)

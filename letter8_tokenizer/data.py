@@ -272,7 +272,7 @@ def synthetic_catalog(out_dir:str|Path, # folder for items.npy, cf.npy, labels.n
     latent = max(16, cf_dim)
     content, collab = _tree_vectors(rng, branching, latent, scales), _tree_vectors(rng, branching, cf_dim, scales)
     project = rng.normal(0, 1, (latent, dim)) / np.sqrt(latent) * np.sqrt(dim / latent)
-    n_leaves, strides = int(np.prod(branching)), np.cumprod(branching[::-1])[::-1][1:].tolist() + [1]
+    n_leaves = int(np.prod(branching))
     leaf = rng.integers(0, n_leaves, n_items)
     labels = np.stack([leaf // int(np.prod(branching[l+1:])) for l in range(len(branching))], 1).astype(np.int64)
     emb = np.lib.format.open_memmap(out/'items.npy', 'w+', np.dtype(dtype), (n_items, dim))
