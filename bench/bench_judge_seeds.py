@@ -102,7 +102,8 @@ def main():
                 letters_from='judge_beauty.json length (chosen on validation users)' if not a.letters else '--letters',
                 retriever=asdict(retriever_config(config)) | {'seed': 'per run'}, judge=judge_note('small'),
                 tokenizer=dict(config='default (8 x 256, CF-aligned), cut to the first letters', epochs=a.tok_epochs),
-                threads=a.threads, python=platform.python_version(), torch=torch.__version__, cpus=os.cpu_count(), seconds=round(time.time() - t0))
+                threads=a.threads, python=platform.python_version(), torch=torch.__version__, cpus=os.cpu_count(), retriever_s=round(sum(r['train_s'] + r['test_s'] for r in rows)),
+                seconds_this_call=round(time.time() - t0))  # a call that finds every stage done takes seconds
     out = dict(meta=meta, pooled=pooled, per_seed=per_seed, summary=summarise(rows),
                results=[{k: v for k, v in row.items() if k not in ('ranks', 'history')} for row in rows])
     Path(a.out).write_text(json.dumps(out, indent=1, default=str))
