@@ -16,7 +16,7 @@ others; `--also DIR` pairs them with the rows of an earlier run of this script (
 
 Writes bench/results/judge_seeds_beauty.json (per-seed rows without ranks, per-seed and pooled paired tables, the command).
 """
-import argparse, json, os, platform, sys, time
+import argparse, json, os, platform, shlex, sys, time
 from argparse import Namespace
 from dataclasses import asdict
 from pathlib import Path
@@ -97,7 +97,7 @@ def main():
         rows += seed_rows
     pooled = paired_table(rows)
     print(f"\n{len(per_seed)} seeds pooled (per-user scores averaged over seeds, then paired):\n" + paired_markdown(pooled))
-    meta = dict(command='python bench/bench_judge_seeds.py ' + ' '.join(sys.argv[1:]), data=str(a.data), seeds=list(per_seed), letters=letters,
+    meta = dict(command='python bench/bench_judge_seeds.py ' + shlex.join(sys.argv[1:]), data=str(a.data), seeds=list(per_seed), letters=letters,
                 variants=[v for v in a.variants.split(';') if v], also=a.also,
                 letters_from='judge_beauty.json length (chosen on validation users)' if not a.letters else '--letters',
                 retriever=asdict(retriever_config(config)) | {'seed': 'per run'}, judge=judge_note('small'),
