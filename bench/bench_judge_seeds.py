@@ -26,6 +26,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT)); sys.path.insert(0, str(ROOT/'bench'))
 from bench_judge_beauty import DATA, cf_stage, kit_stage
+from letter8_tokenizer.config import Config, override
 from letter8_tokenizer.retrieval import (rqkmeans_scheme, retrieval_run, paired_table, paired_markdown, retriever_config, judge_note, summarise,
                                          report_rows)
 
@@ -41,7 +42,7 @@ def parse_variant(text:str) -> dict:
     out = {}
     for part in filter(None, (t.strip() for t in text.split(','))):
         k, _, v = part.partition('=')
-        if not _ or not k: sys.exit(f"variant {text!r}: {part!r} is not KEY=VALUE (e.g. loss.cf=0.1).")
+        if not _ or not k: sys.exit(f"--variants {text!r}: {part!r} is not KEY=VALUE (e.g. loss.cf=0.1).")
         out[k.strip()] = as_value(v.strip())
     return out
 
@@ -66,6 +67,21 @@ def schemes(a, cf:Path, seed:int, letters:int) -> list[str]:
     return [str(p) for p in out]
 
 
+def check_args(a):
+    "Every flag checked before anything trains or is written: a clear exit naming the flag and the fix."
+    bad = [x for x in a.schemes.split(',') if x not in ('', 'kit', 'rq-kmeans')]
+    if bad: sys.exit(f"--schemes {a.schemes!r}: {bad[0]!r} is neither 'kit' nor 'rq-kmeans'; give a comma list of those, or ''.")
+    if not all(x.strip().isdigit() for x in a.seeds.split(',')): sys.exit(f"--seeds {a.seeds!r}: give a comma list of whole numbers, e.g. 0,1,2.")
+    if a.letters is not None and not 1 <= a.letters <= 8: sys.exit(f"--letters {a.letters}: the default tokenizer has 8 letters; give 1 to 8.")
+    if a.cf and not Path(a.cf).is_file(): sys.exit(f"--cf {a.cf}: no such file; give a CF table (.npy) or leave --cf out to learn one.")
+    if a.also and not (Path(a.also)/f"seed{a.seeds.split(',')[0].strip()}"/'retrieval'/'retrieval.json').is_file():
+        sys.exit(f"--also {a.also}: no finished run of this script for these seeds there; give the --work of one.")
+    for v in filter(None, a.variants.split(';')):
+        try: override(Config(), parse_variant(v))
+        except (ValueError, KeyError, TypeError) as e: sys.exit(f"--variants {v!r}: {e}")
+    if not a.schemes and not a.variants: sys.exit("--schemes '' and no --variants: nothing to score; list 'kit,rq-kmeans' or give --variants.")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     p.add_argument('--data', default=str(DATA), help='folder with Beauty.inter.json')
@@ -82,6 +98,7 @@ def main():
     p.add_argument('--epochs', type=int, default=8, help="the retriever's epochs, all of them (patience = epochs)")
     p.add_argument('--out', default=str(ROOT/'bench'/'results'/'judge_seeds_beauty.json'))
     a = p.parse_args()
+    check_args(a)
     torch.set_num_threads(a.threads)
     t0 = time.time()
     letters = a.letters or json.loads((ROOT/'bench'/'results'/'judge_beauty.json').read_text())['length']['letters']
