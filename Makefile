@@ -21,10 +21,13 @@ $(BIN)/python:
 system-deps:
 	bash scripts/system_deps.sh
 
+# pip keeps no cache (--no-cache-dir): a wheel cache would double the disk each environment takes.
+PIP_INSTALL := -m pip install -q --no-cache-dir
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q $(TORCH_SPEC) $(TORCH_PIP_ARGS)
-	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
+	bash scripts/need_disk.sh 3 $(VENV) "the kit's environment ($(VENV))"
+	$(BIN)/python $(PIP_INSTALL) --upgrade pip
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python $(PIP_INSTALL) $(TORCH_SPEC) $(TORCH_PIP_ARGS)
+	$(BIN)/python $(PIP_INSTALL) -e ".[$(EXTRAS)]"
 	touch $@
 
 demo: $(VENV)/.installed
@@ -65,13 +68,15 @@ clean:
 
 # The XLA (TPU) path, in its own environment: torch-xla pins its torch (the main one keeps TORCH_SPEC). XLA's CPU backend
 # stands in for a TPU; CPU_NUM_DEVICES gives the SPMD tests several devices. `make test` leaves tests/xla out.
+# PyPI's torch 2.9.0 is the CUDA build: with its nvidia-* wheels the environment takes about 8 GiB, checked before pip.
 XLA_VENV ?= .venv-xla
 XLA_SPEC ?= torch==2.9.0 torch-xla==2.9.0
 $(XLA_VENV)/.installed: pyproject.toml
+	bash scripts/need_disk.sh 10 $(XLA_VENV) "torch-xla's environment ($(XLA_VENV))"
 	test -x $(XLA_VENV)/bin/python || $(PYTHON) -m venv $(XLA_VENV)
-	$(XLA_VENV)/bin/python -m pip install -q --upgrade pip
-	$(XLA_VENV)/bin/python -m pip install -q $(XLA_SPEC)
-	$(XLA_VENV)/bin/python -m pip install -q -e ".[cpu]" pytest $(XLA_SPEC)
+	$(XLA_VENV)/bin/python $(PIP_INSTALL) --upgrade pip
+	$(XLA_VENV)/bin/python $(PIP_INSTALL) $(XLA_SPEC)
+	$(XLA_VENV)/bin/python $(PIP_INSTALL) -e ".[cpu]" pytest $(XLA_SPEC)
 	touch $@
 
 test-xla: $(XLA_VENV)/.installed
