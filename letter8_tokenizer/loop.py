@@ -6,8 +6,8 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/loop.html.md"""
 
 # %% auto #0
 __all__ = ['HISTORY_POINTS', 'LOOP_KEYS', 'READ_EVERY_S', 'READ_EVERY_STEPS', 'SegmentResult', 'Trainable', 'LinearTask',
-           'rank_rng', 'run_segment', 'read_metrics', 'plot_metrics', 'deadline_args', 'write_job', 'ddp_worker',
-           'run_distributed', 'linear_segment']
+           'RacyAccumulation', 'rank_rng', 'run_segment', 'read_metrics', 'plot_metrics', 'deadline_args', 'write_job',
+           'ddp_worker', 'run_distributed', 'linear_segment']
 
 # %% ../nbs/05c_loop.ipynb #09fcd91e
 import copy, os, sys, time, signal, socket, threading, json, subprocess, tempfile, importlib
@@ -196,6 +196,29 @@ def wrap(self:LinearTask, rank:int, # this process's rank
     "DDP over the linear model."
     from torch.nn.parallel import DistributedDataParallel
     self.ddp = DistributedDataParallel(self.model)
+
+# %% ../nbs/05c_loop.ipynb #2c45e06d
+from torch.utils._python_dispatch import TorchDispatchMode
+
+_ACCUMULATING_PUTS = (torch.ops.aten.index_put_.default, torch.ops.aten.index_put.default, torch.ops.aten._index_put_impl_.default)
+
+def _repeats(indices) -> int:
+    "How many index tuples of `indices` (index tensors, None for a full slice) hit a row that an earlier one hit."
+    ix = [i for i in indices if i is not None]
+    if not ix or any(i.dtype == torch.bool for i in ix): return 0  # a mask names every row once
+    rows = torch.stack(torch.broadcast_tensors(*ix), -1).reshape(-1, len(ix))
+    return len(rows) - len(torch.unique(rows.cpu(), dim=0))
+
+class RacyAccumulation(TorchDispatchMode):
+    "Inside it, an op whose sum's order depends on CPU thread timing raises: `index_put_` accumulating into repeated rows, the backward of `x[idx]`."
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        accumulate = args[3] if len(args) > 3 else kwargs.get('accumulate', False)
+        if func in _ACCUMULATING_PUTS and accumulate and (n := _repeats(args[1])):
+            raise RuntimeError(f"{func} accumulates into repeated rows ({n} repeats): on the CPU its order of summation "
+                               "depends on thread timing, so runs with more than one thread are not bit-exact. Select the rows "
+                               "with `x.index_select(0, idx)` instead of `x[idx]`: its backward, `index_add_`, sums in a fixed order.")
+        return func(*args, **kwargs)
 
 # %% ../nbs/05c_loop.ipynb #b5b697f0
 HISTORY_POINTS = 2000 # loss-history records kept in each checkpoint's meta.json; every step goes to metrics.jsonl

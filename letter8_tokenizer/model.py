@@ -413,7 +413,7 @@ def first_letter_recon(model:Letter8, # the tokenizer
     decoded = h.float() + model.dec_skip(codebook) if model.dec_skip is not None else h.float()
     weights = [m.weight.detach().to(torch.bfloat16 if half else torch.float32) for m in model.decoder if isinstance(m, nn.Linear)]
     skip = model.dec_skip.weight.detach() if model.dec_skip is not None else None
-    return decoded[codes] + _CodewordJacobian.apply(z, codes, weights, skip, *slopes)
+    return decoded.index_select(0, codes) + _CodewordJacobian.apply(z, codes, weights, skip, *slopes)  # not decoded[codes]: see `RacyAccumulation`
 
 # %% ../nbs/03_model.ipynb #03ea89ba
 def compute_losses(model:Letter8, # the tokenizer
