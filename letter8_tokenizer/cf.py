@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from fastcore.basics import patch
 from fastcore.meta import delegates
 from .config import build_config, num_range, range_error
+from .data import batch_slice
 from .files import replace_atomic
 from .session import Deadline
 from .distributed import Shard, default_device, host_floats, seed_device, shard_batch
@@ -183,7 +184,7 @@ def batches(self:CFTask, epoch:int, # the epoch
         for _ in range(epoch + 1): order = torch.randperm(len(self.x), generator=g)
         self._order = (epoch, order.numpy())
     bs = self.cfg.batch_size
-    for i in range(start, self.n_batches()): yield self._order[1][i * bs:(i + 1) * bs]
+    for i in range(start, self.n_batches()): yield batch_slice(self._order[1], i, bs, pad=self.device.type == 'xla')  # XLA: one shape
 
 def _batch_loss(part:torch.Tensor, shard:Shard|None) -> float|torch.Tensor:
     "The batch's loss from this rank's share `part` of it (every rank's share summed, under DDP): a float, or on XLA a 0-d device tensor read later."

@@ -100,7 +100,7 @@ class DataConfig:
     "How items are read."
     chunk_rows: int = 65_536 # rows read from disk at a time
     mix: int = 4 # chunks shuffled together; memory is about mix * chunk_rows rows
-    drop_last: bool = False # skip each epoch's last, smaller batch
+    drop_last: bool = False # skip each epoch's last, smaller batch (unset, on XLA it is topped up with the epoch's first rows)
     holdout: float = 0.0 # share of items kept out of training and of the init's fit, scored after every epoch (0: none)
 
 # %% ../nbs/02_config.ipynb #3611ec21

@@ -6,9 +6,9 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/data.html.md"""
 
 # %% auto #0
 __all__ = ['EMBEDDING_DTYPES', 'MAX_ABS', 'TEXT_EXTRA', 'WORDNET_NOUNS', 'WORDNET_PACKAGE', 'NOUN_LEXFILES', 'check_embeddings',
-           'Batch', 'Items', 'read_rows', 'held_out_rows', 'synthetic_catalog', 'same_label_distance_ratio',
-           'load_text_model', 'embed_texts', 'csv_to_items', 'Synset', 'parse_synset', 'read_synsets',
-           'hypernym_chains', 'label_levels', 'wordnet_labels', 'wordnet_catalog']
+           'Batch', 'Items', 'read_rows', 'held_out_rows', 'batch_slice', 'synthetic_catalog',
+           'same_label_distance_ratio', 'load_text_model', 'embed_texts', 'csv_to_items', 'Synset', 'parse_synset',
+           'read_synsets', 'hypernym_chains', 'label_levels', 'wordnet_labels', 'wordnet_catalog']
 
 # %% ../nbs/00_data.ipynb #bcb5dd4b
 from pathlib import Path
@@ -213,6 +213,7 @@ def batches(self:Items,
             start:int=0, # first batch to yield (resume mid-epoch)
             mix:int=4, # chunks shuffled together; memory is about mix * chunk_rows rows
             drop_last:bool=False, # skip a last, smaller batch
+            pad_last:bool=False, # top a last, smaller batch up with the epoch's first rows, so every batch has one shape (XLA)
             keep:np.ndarray|None=None, # [n_items] bool, the rows to train on (all but a held-out split, `held_out_rows`); None: every row
            ) -> Iterator[Batch]:
     "Shuffled batches of one epoch, deterministic in `(seed, epoch)`, from batch `start` on."
@@ -230,7 +231,10 @@ def batches(self:Items,
         carry = part if carry is None else _cat([carry, part])
         while len(carry.index) >= batch_size:
             yield _part(carry, slice(0, batch_size)); carry = _part(carry, slice(batch_size, None))
-    if carry is not None and len(carry.index) and not drop_last: yield carry
+    if carry is None or not len(carry.index) or drop_last: return
+    if not pad_last or len(carry.index) == batch_size: yield carry; return
+    first = next(self.batches(batch_size, seed, epoch, 0, mix, keep=keep))  # the epoch's first rows (all of them when fewer than a batch)
+    yield _cat([carry, _part(first, np.resize(np.arange(len(first.index)), batch_size - len(carry.index)))])
 
 # %% ../nbs/00_data.ipynb #758e9137
 @patch
@@ -242,6 +246,16 @@ def n_batches(self:Items,
     "Batches per epoch."
     n = len(self) if keep is None else int(self.check_keep(keep).sum())
     return n // batch_size if drop_last else -(-n // batch_size)
+
+# %% ../nbs/00_data.ipynb #7350085b
+def batch_slice(order:np.ndarray, # an epoch's order of rows
+                i:int, # the batch
+                batch_size:int, # rows per batch
+                pad:bool=False, # top a last, smaller batch up with the order's first rows, so every batch has one shape (XLA)
+               ) -> np.ndarray:
+    "The rows of batch `i` of `order`: what `Items.batches` does for models whose batches are index arrays."
+    rows = order[i * batch_size:(i + 1) * batch_size]
+    return np.concatenate([rows, np.resize(order, batch_size - len(rows))]) if pad and len(rows) < batch_size else rows
 
 # %% ../nbs/00_data.ipynb #72b1e2f0
 def _tree_vectors(rng, branching, latent, scales):

@@ -29,6 +29,7 @@ from fastcore.meta import delegates
 from .codes import check_codes, strings_to_codes, CodeTable
 from .config import build_config, num_range, range_error
 from .kmeans import residual_init
+from .data import batch_slice
 from .files import replace_atomic
 from .session import Deadline
 from .distributed import Shard, rank_and_world, shard_rows, default_device, host_floats, seed_device, shard_batch
@@ -575,7 +576,7 @@ def batches(self:RetrieverTask, epoch:int, # the epoch
     length = np.minimum(train[:, 1] - train[:, 0], self.cfg.max_len)
     order = np.concatenate([c[np.argsort(length[c], kind='stable')] for c in np.split(order, range(pool, len(order), pool))])
     for i in rng.permutation(self.n_batches())[start:]:
-        batch = self.make(train[order[i * bs:(i + 1) * bs]])
+        batch = self.make(train[batch_slice(order, i, bs, pad=self.device.type == 'xla')])  # XLA: one shape
         check_batch(self.split, batch)
         yield batch
 

@@ -71,10 +71,10 @@ class TokenizerTask(Trainable):
 @patch
 def batches(self:TokenizerTask, epoch:int, # the epoch
             start:int=0): # first batch
-    "The catalog's batches of `epoch` from batch `start` on."
+    "The catalog's batches of `epoch` from batch `start` on; on XLA the last one topped up to the full size (one graph)."
     c, self.epoch = self.cfg, epoch
     return self.items.batches(c.optim.batch_size, seed=c.seed, epoch=epoch, start=start, mix=c.data.mix, drop_last=c.data.drop_last,
-                              keep=self.train_mask)
+                              pad_last=self.device.type == 'xla', keep=self.train_mask)
 
 @patch
 def shard(self:TokenizerTask, batch) -> Shard|None: # a batch of `batches`

@@ -8,7 +8,7 @@ import torch_xla.debug.metrics as met
 from letter8_tokenizer.config import Config, override
 from letter8_tokenizer.data import synthetic_catalog, Items
 from letter8_tokenizer.checkpoint import Checkpointer
-from letter8_tokenizer.train import train_segment
+from letter8_tokenizer.train import train_segment, TokenizerTask
 from letter8_tokenizer.session import Deadline
 
 CFG = override(Config(), {'optim.batch_size': 256, 'optim.epochs': 2, 'schedule.log_every_s': 3600.0})  # the default tokenizer
@@ -35,6 +35,11 @@ def test_tokenizer_reaches_done_on_xla(whole):
     state = Checkpointer(d).load().state
     assert all(t.device.type == 'cpu' for t in state['model'].values()), 'checkpoints must hold host tensors'
     assert compiled > 0
+
+def test_every_batch_has_the_full_size(items):
+    "2,000 items in batches of 256: the eighth batch is topped up with the epoch's first rows, so XLA compiles one shape."
+    t = TokenizerTask(CFG, items, torch_xla.device())
+    assert t.n_batches() == 8 and [len(b.index) for b in t.batches(0)] == [256] * 8
 
 def test_second_run_compiles_at_most_10_graphs(items, whole, tmp_path):
     before = compilations()
