@@ -10,7 +10,6 @@ JSON with the per-epoch history. The data are read from the path given, never co
 """
 import argparse, json, platform, sys, time, os
 from pathlib import Path
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

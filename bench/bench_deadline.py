@@ -102,7 +102,7 @@ def simulate(n, seed, clip, a, track=0):
              'last_save': last_save[:track].copy(), 't0': st['t'][:track].copy(), 'steps': [], 'saves': []}
     ptr, it = 0, 0
     while len(st['gid']):
-        g, alive, t, k = st['gid'], st['alive'], st['t'], len(st['gid'])
+        g, t, k = st['gid'], st['t'], len(st['gid'])
         dt, sv = S._draw(S.step_med[g], S.step_sig[g], 0.01, 10, (k, 1))[:, 0], S._draw(S.save_med[g], S.save_sig[g], 0.05, 5, (k, 1))[:, 0]
         if clip: dt, sv = np.minimum(dt, st['step_cap']), np.minimum(sv, st['save_cap'])
         t_end = t + dt

@@ -16,7 +16,7 @@ SPMD's virtual device, so `--no-spmd` shows one chip's) and the host's peak RSS.
 It has NOT run on a TPU here: only on XLA's CPU backend (`PJRT_DEVICE=CPU`), which has a TPU's graphs, compilations and
 transfers but not its speed or memory. A JSON written on the CPU backend is not a TPU result.
 """
-import argparse, json, os, platform, resource, sys, tempfile, time
+import argparse, json, os, platform, resource, tempfile, time
 from pathlib import Path
 import torch_xla  # the XLA device must exist before any autograd runs on the CPU in this process
 import torch_xla.runtime as xr

@@ -11,11 +11,11 @@
 3. encode: 1,000,000 items x 768 (float16 memmap) streamed through `encode`, items/s and peak RSS.
 Writes bench/results/model.json.
 """
-import argparse, json, os, platform, resource, subprocess, sys, tempfile, time
+import argparse, json, os, platform, subprocess, sys, tempfile, time
 from pathlib import Path
 import numpy as np, torch
 from letter8_tokenizer.config import Config, override
-from letter8_tokenizer.data import synthetic_catalog, Items
+from letter8_tokenizer.data import synthetic_catalog
 from letter8_tokenizer.model import (build_tokenizer, init_codebooks, make_optimizer, train_step, encode, refresh_groups,
                                      compute_losses, Letter8)
 

@@ -14,7 +14,7 @@ Stages write into --work (outside the project) and skip what is there, so scheme
 group's ratio to random IDs, and the issues' verdicts; it writes bench/results/pipeline.json and an HTML report.
 The data is read from ../shared/data/beauty, never copied into the project.
 """
-import argparse, json, os, platform, re, subprocess, sys, time
+import argparse, json, os, platform, subprocess, sys, time
 from pathlib import Path
 import numpy as np
 import torch

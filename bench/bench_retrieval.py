@@ -93,7 +93,7 @@ def main():
         print(f"--- {s}", flush=True)
         r = evaluate_scheme(s, split, cfg, group=g, test=test, log=lambda row: print('   ', {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}, flush=True))
         r['load_after'] = os.getloadavg()
-        print(f"    test: " + ', '.join(f"{m} {r[m]:.4f}" for m in METRICS) + f"; train {r['train_s']:.0f} s (cpu {r['train_cpu_s']:.0f}), test {r['test_s']:.0f} s (cpu {r['test_cpu_s']:.0f}), "
+        print("    test: " + ', '.join(f"{m} {r[m]:.4f}" for m in METRICS) + f"; train {r['train_s']:.0f} s (cpu {r['train_cpu_s']:.0f}), test {r['test_s']:.0f} s (cpu {r['test_cpu_s']:.0f}), "
               f"{r['epochs']} epochs (best {r['best_epoch']}), load {os.getloadavg()[0]:.1f}", flush=True)
         rows.append(r)
     meta = dict(data=str(data), users=len(inter), config=cfg.__dict__, threads=a.threads, python=platform.python_version(),

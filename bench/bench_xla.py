@@ -1,7 +1,7 @@
 """The tokenizer on XLA's CPU backend (the stand-in for a TPU) against the eager CPU, through the one training loop.
 
   PJRT_DEVICE=CPU .venv-xla/bin/python bench/bench_xla.py                           # the issue's size: 20,000 x 384
-  PJRT_DEVICE=CPU .venv-xla/bin/python bench/bench_xla.py --items 2000 --dim 64 --out bench/results/xla_small.json
+  PJRT_DEVICE=CPU .venv-xla/bin/python bench/bench_xla.py --items 2000 --dim 64 --batch 256 --out bench/results/xla_small.json
 
 Needs torch_xla (`make test-xla` builds `.venv-xla`). The same default config and synthetic catalog train twice on each
 device, each run from a fresh folder: the first XLA run compiles its graphs, the second finds them compiled, which is
@@ -11,7 +11,7 @@ the k-means init's and the commits', which read the state on the host), and the 
 backend has a TPU's graphs, compilations and host transfers, not its speed: the XLA-CPU steps per second say nothing of
 a TPU's. Prints a table and writes JSON.
 """
-import argparse, json, os, platform, sys, tempfile, time
+import argparse, json, os, platform, tempfile, time
 from pathlib import Path
 import torch_xla  # the XLA device must exist before any autograd runs on the CPU in this process
 XLA = torch_xla.device()
@@ -54,6 +54,7 @@ def main():
     ap.add_argument('--threads', type=int, default=1)
     ap.add_argument('--out', default='bench/results/xla.json')
     a = ap.parse_args()
+    if a.items // a.batch < 2: ap.error(f"--items {a.items} makes {a.items // a.batch} full batch(es) of --batch {a.batch}; train_step alone needs 2: give a smaller --batch.")
     torch.set_num_threads(a.threads)
     tmp = Path(tempfile.mkdtemp())
     items = synthetic_catalog(tmp/'catalog', n_items=a.items, dim=a.dim)

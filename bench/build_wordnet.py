@@ -36,7 +36,7 @@ def main():
              cached_s=round(cached_s, 3), texts_per_s=round(len(items) / build_s, 1),
              classes=[int(len(np.unique(lab[:, j]))) for j in range(lab.shape[1])],
              cpus=os.cpu_count(), load=os.getloadavg()[0], host=platform.node(), when=time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime()))
-    print(f"| step | seconds | ratio to parse |\n|---|---|---|")
+    print("| step | seconds | ratio to parse |\n|---|---|---|")
     for k in ('parse_s', 'build_s', 'cached_s'): print(f"| {k[:-2]} | {r[k]} | {r[k] / max(parse_s, 1e-9):.2f} |")
     print(f"{r['n']:,} items x {r['dim']} in {out}; {r['texts_per_s']} texts/s; classes per level {r['classes']}; load {r['load']:.1f} on {r['cpus']} CPUs")
     res = Path(__file__).parent/'results'; res.mkdir(exist_ok=True)

@@ -119,7 +119,7 @@ def main():
             ('residual init 8x256, s', res['residual_init']['cpu']['seconds'], res['residual_init'].get('gpu', {}).get('seconds')),
             ('training step, s', res['training']['cpu_step_s'], res['training'].get('gpu_step_s')),
             ('encode, items/s', res['encoding']['cpu']['items_per_s'], res['encoding'].get('gpu', {}).get('items_per_s'))]
-    print(f"\n| check | CPU | GPU | GPU vs CPU |\n|---|---|---|---|")
+    print("\n| check | CPU | GPU | GPU vs CPU |\n|---|---|---|---|")
     for name, c, g in rows:
         ratio = '-' if g is None else (f"{g / c:.1f}x" if 'items/s' in name else f"{c / g:.1f}x faster")
         print(f"| {name} | {c:.3g} | {'-' if g is None else f'{g:.3g}'} | {ratio} |")

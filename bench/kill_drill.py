@@ -7,7 +7,6 @@ and probe as an uninterrupted run, and that no run ever reports done without the
 `tests/test_kill_drill.py` runs the same drill with a handful of kills."""
 import argparse, json, os, random, signal, subprocess, sys, time
 from pathlib import Path
-import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 OVERRIDES = {'optim.epochs': 30, 'schedule.save_every_steps': 3}

@@ -14,7 +14,7 @@ For each module of `letter8_tokenizer` and each name in its `__all__` that is a 
 The page check reads the notebooks, not `_docs/`, so it needs no docs build: what nbdev renders for a page is fixed
 by those `show_doc` cells.
 """
-import ast, importlib, inspect, pkgutil, re
+import importlib, inspect, pkgutil, re
 from pathlib import Path
 
 import pytest
@@ -96,7 +96,6 @@ def doc_failures(mod) -> list[str]:
 
 def shown_on_page(nb: Path) -> set[str]:
     "Names the page of `nb` documents: the `show_doc` cells nbdev adds after exported cells, and explicit ones."
-    from fastcore.nbio import read_nb
     from nbdev.process import NBProcessor
     from nbdev.processors import add_show_docs
     proc = NBProcessor(nb, procs=[add_show_docs])

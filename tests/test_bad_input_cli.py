@@ -3,7 +3,7 @@
 Each case runs `letter8 ...` in-process (`main`) in a folder of real files and asserts a non-zero exit, a message that
 shows the value as typed, and that every file of the folder is unchanged (same names, same sha256): nothing was
 deleted, overwritten or created."""
-import contextlib, io, json, os, math
+import contextlib, io, json, os
 from pathlib import Path
 import numpy as np
 import pytest

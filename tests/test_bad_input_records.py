@@ -1,8 +1,7 @@
 """Issue 50: a run's records tell the truth after a failure. A full disk at the export (an injected ENOSPC) gives one
 message with the path and the fix, leaves a valid ledger and notebook and a status that is not `running`, and the
 run resumes to the codes of an uninterrupted run; a segment whose runner was killed is recorded as `killed`."""
-import contextlib, io, json
-from pathlib import Path
+import contextlib, io
 import nbformat, numpy as np
 import pytest
 from letter8_tokenizer.cli import main

@@ -1,7 +1,7 @@
 """CF model: no validation or test interaction reaches SASRec's training rows (on LETTER's Beauty data when it is
 beside the project, and on synthetic users), and a tiny run on synthetic users learns far above chance."""
 from pathlib import Path
-import numpy as np, pytest
+import numpy as np
 from letter8_tokenizer.sequences import read_inter_json, leave_one_out, synthetic_sequences, from_lists
 from letter8_tokenizer.cf import CFConfig, CFTask, train_rows, evaluate_cf
 

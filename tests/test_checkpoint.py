@@ -71,7 +71,7 @@ def test_damaged_newest_falls_back(tmp_path, damage, reason):
     assert len(msgs) == 1 and str(bad) in msgs[0] and reason in msgs[0], msgs
 
 def test_all_damaged_required_names_roots_and_reasons(tmp_path):
-    ck = save_steps(tmp_path/'work', [1, 2])
+    save_steps(tmp_path/'work', [1, 2])
     for s in (1, 2): flip_byte(tmp_path/'work'/step_dir_name(s))
     ck2 = Checkpointer(tmp_path/'work', read_roots=[tmp_path/'gone'])
     got, msgs = load_quiet(ck2)

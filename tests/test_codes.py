@@ -5,7 +5,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from letter8_tokenizer.codes import (CodeTable, TokenVocab, check_codes, codes_to_strings, collision_stats,
+from letter8_tokenizer.codes import (CodeTable, TokenVocab, codes_to_strings, collision_stats,
                                      resolve_collisions, strings_to_codes)
 
 # ---------------------------------------------------------------------------------------------------------------

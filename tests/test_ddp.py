@@ -10,8 +10,7 @@ apart), which is why the runs here are short. The last of the 4 epochs is the de
 decoder alone, its gradients averaged over ranks by `average_grads` rather than by DDP), so it is held to the same
 tolerance.
 """
-import os, signal, threading, time
-from pathlib import Path
+import signal, threading, time
 import psutil, pytest, torch
 from letter8_tokenizer.config import Config, override
 from letter8_tokenizer.data import synthetic_catalog

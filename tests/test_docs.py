@@ -9,7 +9,7 @@ library (nothing to install from PyPI). `make test` installs Debian's `chromium`
 changed since the last build (the notebook, the package, pyproject, the script), so a warm run takes seconds and a
 cold one about as long as executing every notebook once.
 """
-import functools, http.server, importlib.util, json, os, re, shutil, socket, subprocess, sys, tempfile, threading, time
+import functools, http.server, importlib.util, json, re, shutil, socket, subprocess, sys, tempfile, threading, time
 import urllib.error, urllib.parse, urllib.request
 from pathlib import Path
 

@@ -5,7 +5,7 @@ notebook holds it, in a fresh virtual environment whose "image" is this project'
 (what a Kaggle image has), with a wheels folder built by `build_wheelhouse` (the kit's wheel and
 `wheelhouse.json`, no download) mounted under a fake `/kaggle/input`. No package index is used.
 """
-import json, os, subprocess, sys, venv
+import os, subprocess, sys, venv
 from pathlib import Path
 import nbformat
 import pytest

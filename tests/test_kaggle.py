@@ -5,7 +5,7 @@ on 127.0.0.1 that runs every pushed notebook with papermill in a fake /kaggle la
 segment notebook generated below (same parameters and outputs as nbs/segment.ipynb: step-NNNNNNNNN
 checkpoint dirs with manifest.json, status.json, codes/); one uses the real nbs/segment.ipynb when it exists.
 """
-import json, os, signal, subprocess, sys, textwrap, time
+import json, os, signal, subprocess, sys, time
 from pathlib import Path
 
 import nbformat

@@ -11,7 +11,7 @@ from letter8_tokenizer.data import WORDNET_NOUNS, WORDNET_PACKAGE, wordnet_catal
 from letter8_tokenizer.kmeans import residual_init
 from letter8_tokenizer.probe import shuffle_codes, code_metrics, probe_gaps, learning_health
 from letter8_tokenizer.model import (build_tokenizer, init_codebooks, make_optimizer, train_step, refresh_groups, refit_codebooks,
-                                     encode, decode, encode_latents, decoder_step)
+                                     encode, decode, decoder_step)
 
 N, LEVELS, K, EPOCHS = 4000, 8, 32, 20
 SMALL = {'model.levels': LEVELS, 'model.codebook_size': K, 'model.hidden': [256], 'optim.batch_size': 256, 'optim.epochs': EPOCHS}  # the default loss, loss.first_letter included

@@ -3,7 +3,6 @@ SIGKILLed at random instants and resumed, a run ends bit-identical to one uninte
 task state, every step's row); data-parallel ranks equal one process to float rounding, resume after a rank is
 killed, and resume on another world size. `sigkill_until_done` is shared with the CF and retriever tests."""
 import json, random, shutil, signal, subprocess, sys, threading, time
-from pathlib import Path
 import numpy as np, psutil, pytest, torch
 from letter8_tokenizer.checkpoint import Checkpointer, verify_checkpoint, step_dirs
 from letter8_tokenizer.loop import LinearTask, run_segment, run_distributed

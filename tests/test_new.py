@@ -8,7 +8,7 @@ items; and what `new` checks and says: the placeholder user name, data paths tha
 import json, os, subprocess, sys
 from pathlib import Path
 import numpy as np
-import pytest, yaml
+import yaml
 
 BIN = Path(sys.executable).parent
 LETTER8, PAPERMILL = str(BIN/'letter8'), str(BIN/'papermill')

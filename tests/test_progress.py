@@ -3,7 +3,6 @@ panel in its final state (static HTML with a text twin, no widget, no stream out
 own stderr, papermill's log, holds the throttled and forced log lines."""
 import json, subprocess, sys
 import nbformat
-from pathlib import Path
 
 SRC = '''from letter8_tokenizer.progress import Progress
 p = Progress(40, 3600, unit='texts')

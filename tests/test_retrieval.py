@@ -1,13 +1,13 @@
 """System tests of the generative retriever: semantic IDs beat random IDs, exact constrained beam search, no leakage
 in what the trainer feeds, bit-exact resume after SIGKILLs through the segment loop (about 2-3 minutes on 2 shared cores)."""
-import io, json, tempfile
+import json, tempfile
 from pathlib import Path
 import numpy as np
 import pytest
 import torch
 from letter8_tokenizer.data import synthetic_catalog
 from letter8_tokenizer.retrieval import (IdScheme, PrefixTrie, RetrieverTask, Retriever, beam_search, evaluate_scheme,
-                                         item_scheme, random_like, random_scheme, retriever_config, rqkmeans_scheme,
+                                         random_like, random_scheme, retriever_config, rqkmeans_scheme,
                                          scheme_from_index_json, summarise, FIRST, BOS)
 from letter8_tokenizer.sequences import from_lists, leave_one_out, synthetic_sequences
 

@@ -4,8 +4,8 @@ the final progress panel (no stale 0% bar, no widget)."""
 import json, subprocess, sys
 from pathlib import Path
 import pytest
-from letter8_tokenizer.segments import (run_notebooks, segment_notebook, read_status, RunReport, RunPaths, verify_export, read_lock,
-                                        RunLockedError, committed, InputError)
+from letter8_tokenizer.segments import (run_notebooks, segment_notebook, read_status, RunPaths, verify_export, read_lock,
+                                        InputError)
 from letter8_tokenizer.checkpoint import step_dirs
 from letter8_tokenizer.codes import CodeTable
 
@@ -75,7 +75,7 @@ def test_resume_from_last_commit(chain):
     outs, _ = outputs(out/'segment-001.ipynb')
     text = '\n'.join(text_of(o) for o in outs)
     k = rep.segments[0].end_step
-    assert (f'resumed from' in text and f'(step {k},' in text) if k else 'fresh start' in text
+    assert ('resumed from' in text and f'(step {k},' in text) if k else 'fresh start' in text
 
 def test_saved_notebooks_show_final_progress(chain):
     out, rep = chain

@@ -2,9 +2,9 @@
 of the one CPU kernel whose order of summation follows thread timing (`loop.RacyAccumulation`), and the tokenizer,
 trained with 2 threads, stopped and resumed in a new process, ends bit-identical to one uninterrupted run. (`make test`
 runs one thread a worker, so without these tests a race would only show on a user's machine.)"""
-import json, subprocess, sys, tempfile
+import subprocess, sys, tempfile
 from pathlib import Path
-import numpy as np, pytest, torch
+import numpy as np, pytest
 from letter8_tokenizer.checkpoint import Checkpointer
 from letter8_tokenizer.config import Config, override
 from letter8_tokenizer.data import synthetic_catalog

@@ -1,6 +1,6 @@
 """train_segment under real process kills: every restart resumes from a committed checkpoint, and the run ends
 bit-identical (weights and codes) to one uninterrupted run."""
-import json, os, random, re, signal, subprocess, sys, time
+import json, random, re, signal, subprocess, sys, time
 from pathlib import Path
 import numpy as np, pytest, torch
 from letter8_tokenizer.config import Config, override
@@ -179,7 +179,7 @@ def test_refit_at_epoch_ends_resumes_bit_exact(catalog, tmp_path):
     assert (whole.status, first.status, rest.status, rest.resumed_from) == ('done', 'step_limit', 'done', 17)
     a, b = Checkpointer(tmp_path/'whole').load().state['model'], Checkpointer(tmp_path/'split').load().state['model']
     assert all(torch.equal(a[k], b[k]) for k in a)
-    plain = train_segment(override(cfg, {'quantizer.refit_every_epochs': 0}), items, tmp_path/'plain', progress=False)
+    train_segment(override(cfg, {'quantizer.refit_every_epochs': 0}), items, tmp_path/'plain', progress=False)
     c = Checkpointer(tmp_path/'plain').load().state['model']
     assert not torch.equal(a['levels.0.codebook'], c['levels.0.codebook']), 'the refit changed nothing'
 
@@ -194,6 +194,6 @@ def test_bfloat16_run_trains_and_resumes_bit_exact(catalog, tmp_path):
     a, b = Checkpointer(tmp_path/'whole').load().state['model'], Checkpointer(tmp_path/'split').load().state['model']
     assert all(a[k].dtype == b[k].dtype for k in a) and a['encoder.0.weight'].dtype == torch.float32
     assert all(torch.equal(a[k], b[k]) for k in a)
-    f32 = train_segment(override(cfg, {'model.precision': 'float32'}), items, tmp_path/'f32', progress=False)
+    train_segment(override(cfg, {'model.precision': 'float32'}), items, tmp_path/'f32', progress=False)
     c = Checkpointer(tmp_path/'f32').load().state['model']
     assert not torch.equal(a['encoder.0.weight'], c['encoder.0.weight']), 'bfloat16 changed nothing'

@@ -9,10 +9,10 @@
 
 Both talk to the package index (PyPI) while building; the install itself uses no index.
 """
-import os, subprocess, sys, venv
+import subprocess, sys, venv
 from pathlib import Path
 import pytest
-from letter8_tokenizer.kaggle import own_wheel, wheelhouse_plan, build_wheelhouse, KAGGLE_PLATFORMS
+from letter8_tokenizer.kaggle import own_wheel, wheelhouse_plan, build_wheelhouse
 
 ROOT = Path(__file__).resolve().parents[1]
 
