@@ -23,7 +23,7 @@ from .config import build_config, num_range, range_error
 from .data import batch_slice
 from .files import replace_atomic
 from .session import Deadline
-from .distributed import Shard, default_device, host_floats, seed_device, shard_batch
+from .distributed import Shard, pick_device, host_floats, seed_device, shard_batch
 from .model import read_losses
 from .loop import Trainable, SegmentResult, run_segment
 from .sequences import Split, leave_one_out, read_interactions, interactions_fingerprint
@@ -153,10 +153,10 @@ class CFTask(Trainable):
     distributed = True # under DDP each rank trains on its users of every batch
     def __init__(self, split:Split, # leave-one-out split of the interactions
                  cfg:CFConfig|None=None, # hyperparameters
-                 device:str|None=None, # None: this rank's GPU when CUDA is there, else the CPU
+                 device:str|None=None, # None or 'auto': this rank's GPU when CUDA is there, else a TPU (`distributed.pick_device`), else the CPU; 'xla' forces XLA
                 ):
         self.split, self.cfg = split, cf_config(cfg)
-        self.device = torch.device(device) if device is not None else default_device()
+        self.device = pick_device(device)
         seed_device(self.device, self.cfg.seed)
         self.model = SASRec(split.inter.n_items, self.cfg).to(self.device)
         self.opt = torch.optim.Adam(self.model.parameters(), lr=self.cfg.lr, betas=(0.9, 0.98))
@@ -266,7 +266,7 @@ def fit_cf(trainer:CFTask, # the training state
 def train_cf_segment(cfg:CFConfig|None, # hyperparameters
                      split:Split, # leave-one-out split of the interactions
                      checkpoint_dir:str|Path, # working dir: checkpoints are written here
-                     device:str|None=None, # None: CUDA when there is one, else the CPU
+                     device:str|None=None, # None: CUDA when there is one, else a TPU, else the CPU
                      **kwargs, # `run_segment`'s options: read_roots, deadline, max_steps, allow_*, progress, kill_after_s
                     ) -> SegmentResult:
     "One resumable segment of SASRec training."
@@ -289,7 +289,7 @@ def cf_run(inter:str|Path, # `<dataset>.inter.json`, or a folder written by `sav
            out_dir:str|Path, # run folder: checkpoints/, then cf.npy and cf_metrics.json
            config:dict|CFConfig|None=None, # CF hyperparameters (dim, epochs, seed, ...)
            n_items:int|None=None, # catalog size (rows of cf.npy); None: from the interactions
-           device:str|None=None, # None: CUDA when there is one, else the CPU
+           device:str|None=None, # None: CUDA when there is one, else a TPU, else the CPU
            resume_from:list=(), # read-only copies of `out_dir` from earlier sessions (e.g. /kaggle/input/<dataset>/cf): their checkpoints are resumed from
            **kwargs, # `run_segment`'s options: deadline, max_steps, progress, ...
           ) -> SegmentResult:
@@ -309,7 +309,7 @@ def cf_segment(inter:str, # `<dataset>.inter.json`, or a folder written by `save
                checkpoint_dir:str, # working dir: checkpoints are written here
                config:dict|None=None, # CF hyperparameters (dim, epochs, seed, ...)
                n_items:int|None=None, # catalog size; None: from the interactions
-               device:str|None=None, # None: this rank's GPU when CUDA is there, else the CPU
+               device:str|None=None, # None: this rank's GPU when CUDA is there, else a TPU, else the CPU
                deadline:dict|None=None, # `loop.deadline_args` of the session clock
                **kwargs, # more `run_segment` arguments (max_steps, progress, ...)
               ) -> SegmentResult:

@@ -302,6 +302,7 @@ from typing import Annotated
 from dataclasses import is_dataclass, fields
 from fastcore.docments import docments
 from .loop import run_segment
+from .distributed import has_torch_xla, XLA_INSTALL
 from .cf import CFConfig, cf_config
 from .retrieval import RetrieverConfig
 
@@ -342,7 +343,9 @@ def check_device(device:str|None, # the --device flag, None: unset
         raise InputError(f"--device {device}: CUDA is not available on this machine (torch {torch.__version__}); give --device cpu, or leave it unset (CUDA when there is one).")
     if d.type == 'cuda' and d.index is not None and d.index >= torch.cuda.device_count():
         raise InputError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s); give cuda:0 to cuda:{torch.cuda.device_count() - 1}.")
-    if d.type not in ('cpu', 'cuda'): raise InputError(f"--device {device}: give cpu or cuda (cuda:N), or leave it unset.")
+    if d.type == 'xla' and not has_torch_xla():
+        raise InputError(f"--device {device}: needs torch_xla, which this environment lacks: `{XLA_INSTALL}` in its own environment, or leave it unset.")
+    if d.type not in ('cpu', 'cuda', 'xla'): raise InputError(f"--device {device}: give cpu or cuda (cuda:N), or xla (a TPU); or leave it unset.")
 
 # %% ../nbs/10_cli.ipynb #8b15d12a
 def _check_sequence_run(name, inter, out, n_items, device, cls, build, kwargs, marks):
@@ -381,7 +384,7 @@ def cf_summary(r, # `cf_run`'s `SegmentResult`
 def cf(inter:str, # `<dataset>.inter.json` ({user: [item rows, oldest first]}) or a folder written by `save_csr`
        out:str=None, # run folder: checkpoints/, then cf.npy and cf_metrics.json; the same folder again resumes
        n_items:int=None, # catalog size (rows of cf.npy); unset: the largest item row + 1
-       device:str=None, # torch device; unset: CUDA when there is one, else the CPU
+       device:str=None, # torch device or xla; unset: CUDA when there is one, else a TPU, else the CPU
        quiet:store_true=False, # no progress lines
        **kwargs, # CFConfig's fields and run_segment's resumability options
       ):
@@ -448,7 +451,7 @@ def retrieval(inter:str, # `<dataset>.inter.json` ({user: [item rows, oldest fir
               ids:Annotated[str, {'action': 'append'}]=None, # an ID scheme, repeat for more: LETTER .index.json, codes .npy or code table folder, random:<seed> (the first scheme's shape) or items
               out:str=None, # run folder: checkpoints/, rows/, then retrieval.html/.json/.png; the same folder again resumes
               n_items:int=None, # catalog size; unset: the largest item row + 1
-              device:str=None, # torch device; unset: CUDA when there is one, else the CPU
+              device:str=None, # torch device or xla; unset: CUDA when there is one, else a TPU, else the CPU
               quiet:store_true=False, # no progress lines
               **kwargs, # RetrieverConfig's fields and run_segment's resumability options
              ):

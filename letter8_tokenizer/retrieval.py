@@ -32,7 +32,7 @@ from .kmeans import residual_init
 from .data import batch_slice
 from .files import replace_atomic
 from .session import Deadline
-from .distributed import Shard, rank_and_world, shard_rows, default_device, host_floats, seed_device, shard_batch
+from .distributed import Shard, rank_and_world, shard_rows, pick_device, host_floats, seed_device, shard_batch
 from .model import read_losses
 from .loop import Trainable, SegmentResult, run_segment
 from .sequences import Split, sample_arrays, leave_one_out, read_interactions, interactions_fingerprint
@@ -524,10 +524,10 @@ class RetrieverTask(Trainable):
     def __init__(self, scheme:IdScheme, # the IDs
                  split:Split, # leave-one-out samples of interactions over the scheme's items
                  cfg:RetrieverConfig|dict|None=None, # hyperparameters
-                 device:str|None=None, # None: this rank's GPU when CUDA is there, else the CPU
+                 device:str|None=None, # None or 'auto': this rank's GPU when CUDA is there, else a TPU (`distributed.pick_device`), else the CPU; 'xla' forces XLA
                 ):
         self.scheme, self.split, self.cfg = scheme, split, retriever_config(cfg)
-        self.device = torch.device(device) if device else default_device()
+        self.device = pick_device(device)
         if split.inter.n_items != len(scheme): raise ValueError(f"the interactions have {split.inter.n_items} items but scheme {scheme.name!r} has {len(scheme)}: give every catalog item an ID.")
         seed_device(self.device, self.cfg.seed)
         self.model, self.trie = retriever_model(scheme.sizes, self.cfg).to(self.device), PrefixTrie(scheme, self.device)
@@ -709,7 +709,7 @@ def train_retriever_segment(cfg:RetrieverConfig|dict|None, # hyperparameters
                             scheme:IdScheme, # the IDs
                             split:Split, # leave-one-out samples
                             checkpoint_dir:str|Path, # working dir: checkpoints are written here
-                            device:str|None=None, # None: this rank's GPU when CUDA is there, else the CPU
+                            device:str|None=None, # None: this rank's GPU when CUDA is there, else a TPU, else the CPU
                             **kwargs, # `run_segment`'s options: read_roots, deadline, max_steps, allow_*, progress, kill_after_s
                            ) -> SegmentResult:
     "One resumable segment of a retriever's training."
@@ -722,7 +722,7 @@ def retriever_segment(inter:str, # `<dataset>.inter.json`, or a folder written b
                       config:dict|None=None, # retriever hyperparameters
                       n_items:int|None=None, # catalog size; None: from the interactions
                       deadline:dict|None=None, # `loop.deadline_args` of the session clock
-                      device:str|None=None, # None: this rank's GPU when CUDA is there, else the CPU
+                      device:str|None=None, # None: this rank's GPU when CUDA is there, else a TPU, else the CPU
                       **kwargs, # more `run_segment` arguments (max_steps, progress, ...)
                      ) -> SegmentResult:
     "One resumable segment of a retriever's training from plain arguments: a `loop.run_distributed` job (`'letter8_tokenizer.retrieval:retriever_segment'`)."
@@ -760,7 +760,7 @@ def evaluate_scheme(scheme:IdScheme, # the IDs
                     log=None, # called with each epoch's row; None: silent
                     group:str|None=None, # family name for tables (e.g. "random" for every seed); None: the scheme's name
                     test:np.ndarray|None=None, # test samples to score (e.g. a fixed sample of split.test); None: all of split.test
-                    device:str|None=None, # None: the GPU when CUDA is there, else the CPU
+                    device:str|None=None, # None: the GPU when CUDA is there, else a TPU, else the CPU
                    ) -> dict:
     "Train on `scheme` with early stopping, then score the test users: a result row (wall and process CPU seconds too)."
     t0, c0 = time.perf_counter(), time.process_time()
@@ -1055,7 +1055,7 @@ def retrieval_run(inter:str|Path, # `<dataset>.inter.json`, or a folder written 
                   config:dict|RetrieverConfig|None=None, # retriever hyperparameters (epochs, seed, ...)
                   n_items:int|None=None, # catalog size; None: from the interactions
                   resume_from:list=(), # read-only copies of `out_dir` from earlier sessions: finished rows are reused, checkpoints resumed from
-                  device:str|None=None, # None: the GPU when CUDA is there, else the CPU
+                  device:str|None=None, # None: the GPU when CUDA is there, else a TPU, else the CPU
                   **kwargs, # `run_segment`'s options: deadline, max_steps, progress, ...
                  ) -> dict:
     "Train and score each scheme in a resumable segment; when all are done, write the report. `status` says where it stands."

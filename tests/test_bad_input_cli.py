@@ -142,6 +142,7 @@ CASES = [  # (argv, what the message must show)
     (['cf', 'nope.inter.json', '--out', 'cfrun'], 'INTER nope.inter.json: no such file'),
     (['cf', 'inter', '--out', 'cfrun', '--device', 'cuda'] if not __import__('torch').cuda.is_available() else ['cf', 'inter', '--out', 'cfrun', '--device', 'cuda:99'], '--device cuda'),
     (['cf', 'inter', '--out', 'cfrun', '--device', 'gpu0'], '--device gpu0'),
+    (['cf', 'inter', '--out', 'cfrun', '--device', 'xla'], '--device xla: needs torch_xla'),  # the main environment has none
     (['cf', 'inter', '--out', 'cfrun', '--n-items', '0'], '--n-items 0'),
     (['cf', 'inter', '--out', 'inter'], '--out inter: it is, lies inside or holds the interactions'),
     (['cf', 'inter', '--out', 'otherrun'], '--out otherrun: the folder holds other files'),

@@ -9,6 +9,19 @@ def test_xla_is_picked_when_asked():
     assert pick_device('xla').type == 'xla'
     assert pick_device('cpu') == torch.device('cpu')
 
+def test_sasrec_and_the_retriever_take_xla_by_name():
+    "They pick their device as the tokenizer does (`letter8 cf --device xla`, `letter8 retrieval --device xla`)."
+    import numpy as np
+    from letter8_tokenizer.cli import check_device
+    from letter8_tokenizer.cf import CFTask
+    from letter8_tokenizer.retrieval import RetrieverTask, IdScheme
+    from letter8_tokenizer.sequences import synthetic_sequences, leave_one_out
+    check_device('xla')
+    split = leave_one_out(synthetic_sequences(np.arange(40)[:, None] % 4, n_users=30, min_len=4, max_len=8, seed=0), 6)
+    assert CFTask(split, dict(dim=8, max_len=6), 'xla').device.type == 'xla'
+    codes = np.stack([np.arange(40) % 4, np.arange(40) // 4], 1)
+    assert RetrieverTask(IdScheme(codes, 10, 'ids'), split, dict(d_model=16, heads=2, max_len=6), 'xla').device.type == 'xla'
+
 def test_auto_is_not_xla_on_the_cpu_backend():
     "'auto' takes XLA only when it reports TPU devices: its CPU backend is no reason to leave the eager CPU."
     assert pick_device('auto').type in ('cpu', 'cuda')
