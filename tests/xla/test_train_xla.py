@@ -9,6 +9,7 @@ from letter8_tokenizer.config import Config, override
 from letter8_tokenizer.data import synthetic_catalog, Items
 from letter8_tokenizer.checkpoint import Checkpointer
 from letter8_tokenizer.train import train_segment, TokenizerTask
+from letter8_tokenizer.loop import run_segment
 from letter8_tokenizer.session import Deadline
 
 CFG = override(Config(), {'optim.batch_size': 256, 'optim.epochs': 2, 'schedule.log_every_s': 3600.0})  # the default tokenizer
@@ -99,3 +100,21 @@ def test_losses_stay_on_the_device_and_every_step_is_recorded(items, whole):
     assert all(torch.is_tensor(v) and v.device.type == 'xla' and v.dim() == 0 for v in losses.values()), losses
     rows = read_metrics(whole[0])
     assert [r['step'] for r in rows] == list(range(1, 17)) and all(isinstance(r['total'], float) for r in rows)
+
+def test_no_new_graph_after_each_phases_first_epoch(items, tmp_path):
+    """Six epochs in one run, three joint and three of the decoder alone, counted as each epoch starts and after the last
+    epoch's end: only each phase's first epoch compiles. (The run's final commit, after that, may compile one tiny graph:
+    its finiteness check meets a 0-d state tensor the periodic commits do not hold.)"""
+    task = TokenizerTask(override(CFG, {'optim.epochs': 6, 'optim.decoder_share': 0.5}), items, torch_xla.device())
+    assert task.decoder_from == 3
+    seen, batches, end_epoch = [], task.batches, task.end_epoch
+    def counting(epoch, start=0):
+        seen.append(compilations()); return batches(epoch, start)
+    def ending(epoch):
+        out = end_epoch(epoch)
+        if epoch == 6: seen.append(compilations())
+        return out
+    task.batches, task.end_epoch = counting, ending
+    r = run_segment(task, tmp_path/'six', progress=False)
+    assert (r.status, r.epoch, len(seen)) == ('done', 6, 7)
+    assert seen[1] > seen[0] and seen[1] == seen[2] == seen[3] and seen[4] == seen[5] == seen[6], f"compiles as each epoch started, then after the last epoch: {seen}"
