@@ -241,6 +241,7 @@ class _Seg:
     losses: dict = field(default_factory=dict)
     unread: list = field(default_factory=list); read_at: float = field(default_factory=time.time)
     save_s: float|None = None; cycle_start: float|None = None; epoch_end_s: float|None = None
+    read_timer: float|None = None # on XLA, when the steps of the next read point began (deadline clock)
     status: str|None = None; why: str|None = None
     t_start: float = field(default_factory=time.time); started: str = field(default_factory=utc_now)
     bar: Progress|None = None
@@ -352,16 +353,26 @@ def _end_epoch(s:_Seg) -> dict:
     t = s.deadline.clock(); extra = s.task.end_epoch(s.epoch); sync_device(s.task.device); secs = s.deadline.clock() - t
     s.deadline.record_epoch_end(secs); s.epoch_end_s = max(s.epoch_end_s or 0., secs)
     if s.cycle_start is not None: s.cycle_start += secs
+    if s.read_timer is not None: s.read_timer += secs
     return extra
 
 READ_EVERY_S, READ_EVERY_STEPS = 10.0, 256 # losses left on an XLA device are read at least this often
 
 def _on_device(losses:dict) -> bool: return any(torch.is_tensor(v) for v in losses.values())
 
+def _runs_ahead(s:_Seg) -> bool: return torch.device(s.task.device).type == 'xla'  # its steps return before the device has run them
+
+def _time_since_read(s:_Seg):
+    "On XLA, time the steps at a read point, where the device has caught up: each unread step gets their mean."
+    now = s.deadline.clock()
+    for _ in s.unread: s.deadline.record_step((now - s.read_timer) / len(s.unread))
+    s.read_timer = now
+
 def _read_rows(s:_Seg) -> str|None:
     "Record the unread steps' rows, their device losses read in one transfer; what was not finite, if anything."
     lazy = [v for _, _, losses, _ in s.unread for v in losses.values() if torch.is_tensor(v)]
     vals, why = iter(host_floats(lazy)), None
+    if lazy and s.read_timer is not None: _time_since_read(s)
     for step, epoch, losses, extra in s.unread:
         s.losses = {k: next(vals) if torch.is_tensor(v) else float(v) for k, v in losses.items()}
         why = why or _nonfinite_losses(s.losses)
@@ -392,7 +403,8 @@ def _train(s:_Seg, stop:StopSignal, max_steps:int|None):
     while s.status is None and not s.task.finished(s.epoch):
         for b in s.task.batches(s.epoch, s.batch):
             now = s.deadline.clock()
-            if s.cycle_start is not None: s.deadline.record_step(now - s.cycle_start)
+            if s.cycle_start is not None and not _runs_ahead(s): s.deadline.record_step(now - s.cycle_start)
+            if s.read_timer is None and _runs_ahead(s): s.read_timer = now
             s.cycle_start, shard = now, s.task.shard(b)
             losses = s.task.step(b, shard)
             s.step, s.batch, s.steps = s.step + 1, s.batch + 1, s.steps + 1

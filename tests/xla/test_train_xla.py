@@ -90,6 +90,19 @@ def test_deadline_on_xla_stops_and_commits_in_time(items, tmp_path):
     rest = train_segment(CFG, items, tmp_path/'tight', device=torch_xla.device(), progress=False)
     assert (rest.status, rest.resumed_from) == ('done', r.step)
 
+def test_deadline_times_xla_steps_at_read_points(items, tmp_path, monkeypatch):
+    "XLA runs ahead of the host, so the deadline times its steps where reading the losses waits for the device: the wait is spread over the steps it served."
+    import letter8_tokenizer.loop as loop
+    clock, read = [0.0], loop.host_floats
+    def device_catching_up(values):
+        clock[0] += 40.0
+        return read(values)
+    monkeypatch.setattr(loop, 'host_floats', device_catching_up)
+    timed = Deadline(limit_s=10**6, start=0, clock=lambda: clock[0])
+    r = train_segment(CFG, items, tmp_path/'timed', device=torch_xla.device(), deadline=timed, progress=False)
+    assert (r.status, r.steps, len(timed.steps)) == ('done', 16, 16), 'every step timed once'
+    assert 0 < max(timed.steps) < 40 and sum(timed.steps) >= 40, list(timed.steps)
+
 def test_losses_stay_on_the_device_and_every_step_is_recorded(items, whole):
     "`train_step` leaves its losses on the XLA device (no host read in the step); the loop reads them at its read points and still records every step."
     from letter8_tokenizer.model import build_tokenizer, init_codebooks, make_optimizer, train_step
