@@ -116,8 +116,8 @@ def test_losses_stay_on_the_device_and_every_step_is_recorded(items, whole):
 
 def test_no_new_graph_after_each_phases_first_epoch(items, tmp_path):
     """Six epochs in one run, three joint and three of the decoder alone, counted as each epoch starts and after the last
-    epoch's end: only each phase's first epoch compiles. (The run's final commit, after that, may compile one tiny graph:
-    its finiteness check meets a 0-d state tensor the periodic commits do not hold.)"""
+    epoch's end: only each phase's first epoch compiles. (The run's final commit, its first since step 0, may then compile
+    one tiny graph for its finiteness check of a 0-d state tensor; it is no part of the step.)"""
     task = TokenizerTask(override(CFG, {'optim.epochs': 6, 'optim.decoder_share': 0.5}), items, torch_xla.device())
     assert task.decoder_from == 3
     seen, batches, end_epoch = [], task.batches, task.end_epoch
