@@ -130,4 +130,5 @@ def test_no_new_graph_after_each_phases_first_epoch(items, tmp_path):
     task.batches, task.end_epoch = counting, ending
     r = run_segment(task, tmp_path/'six', progress=False)
     assert (r.status, r.epoch, len(seen)) == ('done', 6, 7)
-    assert seen[1] > seen[0] and seen[1] == seen[2] == seen[3] and seen[4] == seen[5] == seen[6], f"compiles as each epoch started, then after the last epoch: {seen}"
+    # (the first epoch compiles unless an earlier run in this process did: the graph cache is the process's)
+    assert seen[1] == seen[2] == seen[3] and seen[4] == seen[5] == seen[6], f"compiles as each epoch started, then after the last epoch: {seen}"
