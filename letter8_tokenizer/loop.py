@@ -356,6 +356,7 @@ def _end_epoch(s:_Seg) -> dict:
     if s.read_timer is not None: s.read_timer += secs
     return extra
 
+# %% ../nbs/05c_loop.ipynb #6013232e
 READ_EVERY_S, READ_EVERY_STEPS = 10.0, 256 # losses left on an XLA device are read at least this often
 
 def _on_device(losses:dict) -> bool: return any(torch.is_tensor(v) for v in losses.values())
