@@ -219,7 +219,7 @@ def batches(self:Items,
     "Shuffled batches of one epoch, deterministic in `(seed, epoch)`, from batch `start` on."
     if batch_size < 1: raise ValueError(f"batch_size={batch_size} must be >= 1.")
     keep = self.check_keep(keep)
-    pos, offset, carry = start * batch_size, 0, None
+    pos, offset, carry, head = start * batch_size, 0, None, None  # head: the epoch's first batch, for pad_last
     for b, spans in enumerate(_buffer_spans(len(self), self.chunk_rows, seed, epoch, mix)):
         size = sum(e - s for s, e in spans) if keep is None else sum(int(keep[s:e].sum()) for s, e in spans)
         if offset + size <= pos: offset += size; continue
@@ -230,11 +230,13 @@ def batches(self:Items,
         part = _part(buffer, order)
         carry = part if carry is None else _cat([carry, part])
         while len(carry.index) >= batch_size:
-            yield _part(carry, slice(0, batch_size)); carry = _part(carry, slice(batch_size, None))
+            out, carry = _part(carry, slice(0, batch_size)), _part(carry, slice(batch_size, None))
+            if head is None and start == 0: head = out
+            yield out
     if carry is None or not len(carry.index) or drop_last: return
     if not pad_last or len(carry.index) == batch_size: yield carry; return
-    first = next(self.batches(batch_size, seed, epoch, 0, mix, keep=keep))  # the epoch's first rows (all of them when fewer than a batch)
-    yield _cat([carry, _part(first, np.resize(np.arange(len(first.index)), batch_size - len(carry.index)))])
+    if head is None: head = carry if start == 0 else next(self.batches(batch_size, seed, epoch, 0, mix, keep=keep))  # read again only on a resume
+    yield _cat([carry, _part(head, np.resize(np.arange(len(head.index)), batch_size - len(carry.index)))])
 
 # %% ../nbs/00_data.ipynb #758e9137
 @patch
