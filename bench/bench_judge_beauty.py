@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from letter8_tokenizer.config import Config, override
 from letter8_tokenizer.data import Items
-from letter8_tokenizer.train import TokenizerTask
+from letter8_tokenizer.train import TokenizerTask, tokenizer_draws
 from letter8_tokenizer.loop import run_segment
 from letter8_tokenizer.export import encode_run, code_table
 from letter8_tokenizer.cf import cf_run
@@ -32,20 +32,24 @@ DATA = ROOT.parent/'shared'/'data'/'beauty'
 
 
 def cf_stage(a) -> Path:
-    "SASRec on the training interactions: work/cf/cf.npy."
+    "SASRec on the training interactions: work/cf/cf.npy, and each item's training interactions beside it (counts.npy)."
     out = Path(a.work)/'cf'
-    if not (out/'cf.npy').exists():
+    if not all((out/f).exists() for f in ('cf.npy', 'counts.npy')):  # a finished run writes its files again, counts.npy included
         r = cf_run(Path(a.data)/'Beauty.inter.json', out, dict(dim=a.cf_dim, max_len=20, epochs=a.cf_epochs, patience=5), progress=False)
         if r.status != 'done': sys.exit(f"CF stopped: {r.status} {r.message}; run again to resume.")
     return out/'cf.npy'
 
 
 def kit_stage(a, cf:Path) -> Path:
-    "The default tokenizer (with `a.tok_set`'s overrides, if any), CF-aligned, on the CF table: work/ids/kit.npy (collision-free)."
+    "The default tokenizer (with `a.tok_set`'s overrides, if any), CF-aligned, on the CF table, for the steps of `tok_epochs` passes over the catalog: work/ids/kit.npy (collision-free)."
     ids = Path(a.work)/'ids'; ids.mkdir(parents=True, exist_ok=True)
     if not (ids/'kit.npy').exists():
-        items = Items(cf, cf=cf)
-        task = TokenizerTask(override(Config(), {'optim.epochs': a.tok_epochs, 'seed': a.seed, **getattr(a, 'tok_set', {})}), items, 'cpu')
+        counts = cf.with_name('counts.npy')
+        if not counts.exists(): sys.exit(f"{counts}: missing; the tokenizer's data.popularity reads it. Run cf_run on that CF folder again (it writes it), or give --cf a cf.npy that has counts.npy beside it.")
+        items, tok_set = Items(cf, cf=cf, counts=counts), getattr(a, 'tok_set', {})
+        draws = tokenizer_draws(override(Config(), tok_set), items)
+        epochs = a.tok_epochs if draws is None else max(1, round(a.tok_epochs * len(items) / draws.sum()))  # the same steps, drawn by popularity
+        task = TokenizerTask(override(Config(), {'optim.epochs': epochs, 'seed': a.seed, **tok_set}), items, 'cpu')
         r = run_segment(task, Path(a.work)/'tok', progress=False)
         if r.status != 'done': sys.exit(f"tokenizer stopped: {r.status} {r.message}; run again to resume.")
         codes, _, last = encode_run(task.model.eval(), items, devices=None)
@@ -69,7 +73,7 @@ def main():
     p.add_argument('--threads', type=int, default=1)
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--cf-dim', type=int, default=64); p.add_argument('--cf-epochs', type=int, default=40)
-    p.add_argument('--tok-epochs', type=int, default=50)
+    p.add_argument('--tok-epochs', type=int, default=50, help="the tokenizer's steps, in passes over the catalog (with popularity draws, fewer, longer epochs)")
     p.add_argument('--epochs', type=int, default=8, help="the retriever's epochs, all of them (patience = epochs)")
     p.add_argument('--d-model', type=int, default=None, help="the retriever's width (feed-forward 4x); unset: the small judge's")
     p.add_argument('--history', default=None, help="'items' (one position per item, fast on a CPU) or 'tokens' (TIGER's); unset: the small judge's")

@@ -74,6 +74,8 @@ def check_args(a):
     if not all(x.strip().isdigit() for x in a.seeds.split(',')): sys.exit(f"--seeds {a.seeds!r}: give a comma list of whole numbers, e.g. 0,1,2.")
     if a.letters is not None and not 1 <= a.letters <= 8: sys.exit(f"--letters {a.letters}: the default tokenizer has 8 letters; give 1 to 8.")
     if a.cf and not Path(a.cf).is_file(): sys.exit(f"--cf {a.cf}: no such file; give a CF table (.npy) or leave --cf out to learn one.")
+    if a.cf and not Path(a.cf).with_name('counts.npy').is_file():
+        sys.exit(f"--cf {a.cf}: no counts.npy beside it (each item's training interactions, which cf_run writes); run cf_run on its folder again, or leave --cf out.")
     if a.also and not (Path(a.also)/f"seed{a.seeds.split(',')[0].strip()}"/'retrieval'/'retrieval.json').is_file():
         sys.exit(f"--also {a.also}: no finished run of this script for these seeds there; give the --work of one.")
     for v in filter(None, a.variants.split(';')):
@@ -90,7 +92,7 @@ def main():
     p.add_argument('--seeds', default='0,1,2')
     p.add_argument('--letters', type=int, default=None, help="ID length; unset: the one judge_beauty.json recommends on validation users")
     p.add_argument('--cf-dim', type=int, default=64); p.add_argument('--cf-epochs', type=int, default=40)
-    p.add_argument('--tok-epochs', type=int, default=50)
+    p.add_argument('--tok-epochs', type=int, default=50, help="the tokenizer's steps, in passes over the catalog (with popularity draws, fewer, longer epochs)")
     p.add_argument('--cf', default=None, help='an existing CF table (.npy) to use; unset: learn one in --work')
     p.add_argument('--schemes', default='kit,rq-kmeans', help="which of 'kit' and 'rq-kmeans' to score ('' with --also)")
     p.add_argument('--variants', default='', help="tokenizer variants, ';' between them, e.g. 'loss.cf=0.1;loss.cf=1'")

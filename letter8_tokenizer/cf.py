@@ -6,7 +6,7 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/cf.html.md"""
 
 # %% auto #0
 __all__ = ['CFConfig', 'cf_config', 'SASRec', 'train_rows', 'rank_metrics', 'evaluate_cf', 'CFTask', 'fit_cf', 'train_cf_segment',
-           'save_cf', 'cf_run', 'cf_segment']
+           'save_npy', 'save_cf', 'cf_run', 'cf_segment']
 
 # %% ../nbs/15_cf.ipynb #2e06c30c
 import math, json, time, tempfile
@@ -26,7 +26,7 @@ from .session import Deadline
 from .distributed import Shard, pick_device, host_floats, seed_device, shard_batch
 from .model import read_losses
 from .loop import Trainable, SegmentResult, run_segment
-from .sequences import Split, leave_one_out, read_interactions, interactions_fingerprint
+from .sequences import Split, leave_one_out, read_interactions, interactions_fingerprint, train_counts
 
 # %% ../nbs/15_cf.ipynb #798e3873
 @dataclass
@@ -273,27 +273,33 @@ def train_cf_segment(cfg:CFConfig|None, # hyperparameters
     return run_segment(CFTask(split, cfg, device), checkpoint_dir, **kwargs)
 
 # %% ../nbs/15_cf.ipynb #d8a51928
+def save_npy(path:str|Path, # the `.npy` file to write
+             arr:np.ndarray, # what to write
+            ) -> Path:
+    "Write `arr` as a `.npy`, atomically: a reader sees the old file or the whole new one."
+    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f'.{path.name}.tmp')
+    with open(tmp, 'wb') as f: np.save(f, arr)
+    tmp.replace(path)
+    return path
+
 def save_cf(model:SASRec, # trained model
             path:str|Path, # the `.npy` file to write
            ) -> Path:
     "Write the CF table `[n_items, dim]` as a float32 `.npy`, atomically."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f'.{path.name}.tmp')
-    with open(tmp, 'wb') as f: np.save(f, model.item_table().astype(np.float32))
-    tmp.replace(path)
-    return path
+    return save_npy(path, model.item_table().astype(np.float32))
 
 # %% ../nbs/15_cf.ipynb #3d597db8
 @delegates(run_segment, but=['task', 'checkpoint_dir', 'read_roots'])
 def cf_run(inter:str|Path, # `<dataset>.inter.json`, or a folder written by `save_csr`
-           out_dir:str|Path, # run folder: checkpoints/, then cf.npy and cf_metrics.json
+           out_dir:str|Path, # run folder: checkpoints/, then cf.npy, cf_metrics.json and counts.npy
            config:dict|CFConfig|None=None, # CF hyperparameters (dim, epochs, seed, ...)
            n_items:int|None=None, # catalog size (rows of cf.npy); None: from the interactions
            device:str|None=None, # None: CUDA when there is one, else a TPU, else the CPU
            resume_from:list=(), # read-only copies of `out_dir` from earlier sessions (e.g. /kaggle/input/<dataset>/cf): their checkpoints are resumed from
            **kwargs, # `run_segment`'s options: deadline, max_steps, progress, ...
           ) -> SegmentResult:
-    "SASRec on the interactions, one resumable segment; when done, `cf.npy` (row-aligned with the catalog) and its metrics."
+    "SASRec on the interactions, one resumable segment; when done, `cf.npy` (row-aligned with the catalog), its metrics and the training counts."
     out = Path(out_dir)
     task = CFTask(leave_one_out(read_interactions(inter, n_items)), cf_config(config), device)
     roots = [Path(p)/'checkpoints' for p in resume_from if (Path(p)/'checkpoints').is_dir()]
@@ -301,6 +307,7 @@ def cf_run(inter:str|Path, # `<dataset>.inter.json`, or a folder written by `sav
     if r.done:
         rep = _cf_report(task)
         save_cf(task.model, out/'cf.npy')
+        save_npy(out/'counts.npy', train_counts(task.split))
         replace_atomic(out/'cf_metrics.json', json.dumps(dict(rep, config=asdict(task.cfg), n_items=task.split.inter.n_items), indent=1).encode())
     return r
 

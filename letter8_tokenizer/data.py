@@ -6,7 +6,7 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/data.html.md"""
 
 # %% auto #0
 __all__ = ['EMBEDDING_DTYPES', 'MAX_ABS', 'TEXT_EXTRA', 'WORDNET_NOUNS', 'WORDNET_PACKAGE', 'NOUN_LEXFILES', 'check_embeddings',
-           'Batch', 'Items', 'read_rows', 'held_out_rows', 'batch_slice', 'synthetic_catalog',
+           'Batch', 'Items', 'read_rows', 'held_out_rows', 'batch_slice', 'popularity_draws', 'synthetic_catalog',
            'same_label_distance_ratio', 'load_text_model', 'embed_texts', 'csv_to_items', 'Synset', 'parse_synset',
            'read_synsets', 'hypernym_chains', 'label_levels', 'wordnet_labels', 'wordnet_catalog']
 
@@ -69,6 +69,14 @@ def _open_npy(path, what):
                          f"np.save and pass that file, e.g. np.save('{path.with_name(path.stem + '_' + names[0] + '.npy')}', np.load('{path}')['{names[0]}']).")
     return arr
 
+def _open_counts(path, n):
+    "Interaction counts: one non-negative integer per item, or an error that names the file and the fix."
+    c = _open_npy(path, 'interaction counts')
+    if c.dtype.kind not in 'iu' or c.ndim != 1: raise ValueError(f"interaction counts {path} have dtype {c.dtype}, shape {c.shape}; save one integer per item: np.save(path, counts.astype('int64')).")
+    _check_rows(c, n, 'interaction counts', path)
+    if len(c) and c.min() < 0: raise ValueError(f"interaction counts {path} hold {c.min()} at row {int(np.argmin(c))}; counts are >= 0: how often each item occurs in the training interactions.")
+    return np.asarray(c)
+
 def _check_rows(arr, n, what, path):
     if len(arr) != n: raise ValueError(f"{what} {path} has {len(arr)} rows but the items have {n}: rows must line up one to one, item i in row i.")
 
@@ -87,6 +95,7 @@ class Items:
                  path:str|Path, # `.npy` of item embeddings, [n_items, dim], float16 or float32
                  cf:str|Path|None=None, # optional `.npy` of CF embeddings, [n_items, cf_dim]
                  labels:str|Path|None=None, # optional `.npy` of integer labels, [n_items] or [n_items, levels]
+                 counts:str|Path|None=None, # optional `.npy` of each item's interactions in the training split, [n_items] (`letter8 cf` writes `counts.npy`)
                  validate:bool=True, # scan every row for NaN/inf once, in chunks
                  chunk_rows:int=65_536, # rows read at a time by `chunks` and `batches`
                 ):
@@ -104,7 +113,8 @@ class Items:
             if self.labels.dtype.kind not in 'iu': raise ValueError(f"labels {labels} have dtype {self.labels.dtype}; save integer class ids: np.save(path, y.astype('int64')).")
             if self.labels.ndim not in (1, 2): raise ValueError(f"labels {labels} have shape {self.labels.shape}; give [n_items] or [n_items, levels] integer class ids, one column per level: np.save(path, y.reshape(len(y), -1)) if each item's labels are the levels.")
             if self.labels.ndim == 1: self.labels = self.labels[:, None]
-        self.cf_path, self.labels_path = cf, labels
+        self.counts = None if counts is None else _open_counts(counts, len(self))
+        self.cf_path, self.labels_path, self.counts_path = cf, labels, counts
 
     def __len__(self): return self.emb.shape[0]
 
@@ -137,8 +147,8 @@ def take(self:Items, index:np.ndarray # global row ids
 # %% ../nbs/00_data.ipynb #9e253dbd
 @patch
 def fingerprint_arrays(self:Items) -> dict:
-    "The row-aligned arrays that identify the catalog, by name: `emb`, `cf` and `labels` (None where absent)."
-    return {'emb': self.emb, 'cf': self.cf, 'labels': self.labels}
+    "The row-aligned arrays that identify the catalog, by name: `emb`, `cf`, `labels` and `counts` (None where absent)."
+    return {'emb': self.emb, 'cf': self.cf, 'labels': self.labels, 'counts': self.counts}
 
 # %% ../nbs/00_data.ipynb #dad44651
 def _chunks(n, rows): return [(s, min(s + rows, n)) for s in range(0, n, rows)]
@@ -198,6 +208,20 @@ def check_keep(self:Items, keep:np.ndarray|None # [n_items] bool mask of the row
     if not keep.any(): raise ValueError("keep is all False: no item is left to train on.")
     return keep
 
+@patch
+def row_draws(self:Items, keep:np.ndarray|None=None, # [n_items] bool, the rows to use (`check_keep`); None: all
+              draws:np.ndarray|None=None, # [n_items] int, times each row comes per epoch (`popularity_draws`); None: once each
+             ) -> np.ndarray|None:
+    "How often each row comes in an epoch: `draws` where `keep` is set, 0 elsewhere; None when every row comes once."
+    keep = self.check_keep(keep)
+    if draws is None: return None if keep is None else keep.astype(np.int64)
+    draws = np.asarray(draws)
+    if draws.dtype.kind not in 'iu' or draws.shape != (len(self),) or (len(draws) and draws.min() < 0):
+        raise ValueError(f"draws must be {len(self):,} non-negative integers, one per item; got dtype {draws.dtype}, shape {draws.shape}. Build it with popularity_draws(items.counts, exponent).")
+    out = draws.astype(np.int64) * (1 if keep is None else keep)
+    if not out.any(): raise ValueError("draws are all 0 on the rows kept: no item is left to train on.")
+    return out
+
 # %% ../nbs/00_data.ipynb #5c1a3a6a
 def _buffer_spans(n, chunk_rows, seed, epoch, mix):
     "The chunk spans of each shuffle buffer of an epoch, in the epoch's order."
@@ -215,18 +239,19 @@ def batches(self:Items,
             drop_last:bool=False, # skip a last, smaller batch
             pad_last:bool=False, # top a last, smaller batch up with the epoch's first rows, so every batch has one shape (XLA)
             keep:np.ndarray|None=None, # [n_items] bool, the rows to train on (all but a held-out split, `held_out_rows`); None: every row
+            draws:np.ndarray|None=None, # [n_items] int, times each row comes per epoch (`popularity_draws`); None: once each
            ) -> Iterator[Batch]:
     "Shuffled batches of one epoch, deterministic in `(seed, epoch)`, from batch `start` on."
     if batch_size < 1: raise ValueError(f"batch_size={batch_size} must be >= 1.")
-    keep = self.check_keep(keep)
+    reps = self.row_draws(keep, draws)
     pos, offset, carry, head = start * batch_size, 0, None, None  # head: the epoch's first batch, for pad_last
     for b, spans in enumerate(_buffer_spans(len(self), self.chunk_rows, seed, epoch, mix)):
-        size = sum(e - s for s, e in spans) if keep is None else sum(int(keep[s:e].sum()) for s, e in spans)
+        size = sum(e - s for s, e in spans) if reps is None else sum(int(reps[s:e].sum()) for s, e in spans)
         if offset + size <= pos: offset += size; continue
         order = np.random.default_rng([seed, epoch, b]).permutation(size)[max(pos - offset, 0):]
         offset += size
         buffer = _cat([self.rows(s, e) for s, e in spans])
-        if keep is not None: buffer = _part(buffer, np.concatenate([keep[s:e] for s, e in spans]))
+        if reps is not None: buffer = _part(buffer, np.repeat(np.arange(len(buffer.index)), np.concatenate([reps[s:e] for s, e in spans])))
         part = _part(buffer, order)
         carry = part if carry is None else _cat([carry, part])
         while len(carry.index) >= batch_size:
@@ -235,7 +260,7 @@ def batches(self:Items,
             yield out
     if carry is None or not len(carry.index) or drop_last: return
     if not pad_last or len(carry.index) == batch_size: yield carry; return
-    if head is None: head = carry if start == 0 else next(self.batches(batch_size, seed, epoch, 0, mix, keep=keep))  # read again only on a resume
+    if head is None: head = carry if start == 0 else next(self.batches(batch_size, seed, epoch, 0, mix, keep=keep, draws=draws))  # read again only on a resume
     yield _cat([carry, _part(head, np.resize(np.arange(len(head.index)), batch_size - len(carry.index)))])
 
 # %% ../nbs/00_data.ipynb #758e9137
@@ -244,9 +269,11 @@ def n_batches(self:Items,
               batch_size:int, # items per batch
               drop_last:bool=False, # count a last, smaller batch or not
               keep:np.ndarray|None=None, # [n_items] bool, the rows trained on; None: every row
+              draws:np.ndarray|None=None, # [n_items] int, times each row comes per epoch; None: once each
              ) -> int:
     "Batches per epoch."
-    n = len(self) if keep is None else int(self.check_keep(keep).sum())
+    reps = self.row_draws(keep, draws)
+    n = len(self) if reps is None else int(reps.sum())
     return n // batch_size if drop_last else -(-n // batch_size)
 
 # %% ../nbs/00_data.ipynb #7350085b
@@ -258,6 +285,14 @@ def batch_slice(order:np.ndarray, # an epoch's order of rows
     "The rows of batch `i` of `order`: what `Items.batches` does for models whose batches are index arrays."
     rows = order[i * batch_size:(i + 1) * batch_size]
     return np.concatenate([rows, np.resize(order, batch_size - len(rows))]) if pad and len(rows) < batch_size else rows
+
+# %% ../nbs/00_data.ipynb #d6dcdd14
+def popularity_draws(counts:np.ndarray, # [n_items] interactions of each item in the training split (>= 0)
+                     exponent:float, # 0: every item once; 1: as often as it was interacted with
+                    ) -> np.ndarray:
+    "Times each item comes per epoch: `max(1, round(count ** exponent))`."
+    if not exponent >= 0: raise ValueError(f"exponent={exponent} must be >= 0: 0 draws every item once, 1 as often as it was interacted with.")
+    return np.maximum(1, np.rint(np.asarray(counts, np.float64) ** exponent)).astype(np.int64)
 
 # %% ../nbs/00_data.ipynb #72b1e2f0
 def _tree_vectors(rng, branching, latent, scales):

@@ -506,30 +506,38 @@ def sample_rows(items:Items, # the catalog
                 n:int, # rows wanted
                 seed:int=0, # sampling seed
                 keep:np.ndarray|None=None, # [n_items] bool, the rows it may draw (training rows); None: all
+                draws:np.ndarray|None=None, # [n_items] int, times each row comes per epoch (`popularity_draws`): as many places in the pool; None: one each
                ) -> np.ndarray:
-    "A sorted random sample of at most `n` row ids (of the kept rows)."
+    "A sorted random sample of at most `n` row ids (of the kept rows; a row with more draws may come more than once)."
     rng = np.random.default_rng([seed, 7])
-    if keep is not None:
-        pool = np.flatnonzero(keep)
+    if keep is not None or draws is not None:
+        pool = np.arange(len(items)) if keep is None else np.flatnonzero(keep)
+        if draws is not None: pool = np.repeat(pool, np.asarray(draws)[pool])
         return pool if n >= len(pool) else np.sort(rng.choice(pool, n, replace=False))
     return np.arange(len(items)) if n >= len(items) else np.sort(rng.choice(len(items), n, replace=False))
 
 # %% ../nbs/03_model.ipynb #14d9b05b
+def _epoch_rows(n, keep, draws):
+    "Rows of one epoch over `n` items: each kept row as often as it is drawn."
+    w = np.ones(n, np.int64) if draws is None else np.asarray(draws, np.int64)
+    return int(w.sum() if keep is None else w[keep].sum())
+
 @torch.no_grad()
 def init_codebooks(model:Letter8, # the tokenizer, freshly built
                    items:Items, # the catalog; a random sample of it is encoded
                    sample:int|None=None, # items to encode; default cfg.quantizer.init_sample
                    verbose:bool=False, # print each level's k-means
                    keep:np.ndarray|None=None, # [n_items] bool, the training rows (a held-out split stays unseen); None: all
+                   draws:np.ndarray|None=None, # [n_items] int, times each row comes per epoch (`popularity_draws`); None: once each
                   ):
     "Fit the input normaliser on a large sample of items, then LETTER's init: residual constrained k-means over their encoder outputs."
     cfg = model.cfg
-    rows = sample_rows(items, sample or cfg.quantizer.init_sample, cfg.seed, keep)
+    rows = sample_rows(items, sample or cfg.quantizer.init_sample, cfg.seed, keep, draws)
     emb = items.take(rows).emb
     fit_normaliser(model, emb)
     z = encode_latents(model, emb)
     init = residual_init(z, levels=len(model.levels), k=level_sizes(cfg.model.levels, cfg.model.codebook_size), niter=cfg.quantizer.init_niter, seed=cfg.seed, verbose=verbose)
-    batch_share = min(cfg.optim.batch_size, len(items) if keep is None else int(keep.sum())) / len(rows)
+    batch_share = min(cfg.optim.batch_size, _epoch_rows(len(items), keep, draws)) / len(rows)
     for lvl, C, codes in zip(model.levels, init.codebooks, init.codes.T):
         counts = torch.as_tensor(np.bincount(codes, minlength=lvl.k) * batch_share, dtype=torch.float32)
         lvl.set_codebook(torch.as_tensor(C), counts)
@@ -746,11 +754,12 @@ def refit_codebooks(model:Letter8, # the tokenizer; its codebooks and EMA statis
                     sample:int|None=None, # items used; default cfg.quantizer.init_sample (the same seeded sample as the init)
                     rounds:int=1, # Lloyd steps
                     keep:np.ndarray|None=None, # [n_items] bool, the training rows; None: all
+                    draws:np.ndarray|None=None, # [n_items] int, times each row comes per epoch; None: once each
                     balanced:bool|None=None, # size-bounded steps (`balanced_lloyd_step`) or nearest-code ones (`lloyd_step`); None: `quantizer.refit_balanced`
                    ) -> float:
     "Exact Lloyd step(s) on every level's codebook over the current latents of a sample of items; the latents' quantisation MSE after it."
     cfg, was = model.cfg, model.training
-    rows = sample_rows(items, sample or cfg.quantizer.init_sample, cfg.seed, keep)
+    rows = sample_rows(items, sample or cfg.quantizer.init_sample, cfg.seed, keep, draws)
     z = torch.as_tensor(encode_latents(model, items.take(rows).emb), device=model_device(model))
     share = min(cfg.optim.batch_size, len(z)) / len(z)
     step = balanced_lloyd_step if (cfg.quantizer.refit_balanced if balanced is None else balanced) else lloyd_step

@@ -93,7 +93,7 @@ class RunPaths:
 # %% ../nbs/08_segments.ipynb #3dab8263
 @patch(as_prop=True)
 def cf(self:RunPaths) -> Path:
-    "SASRec's run folder, when the CF embeddings are learned from interactions (`cf_path='sasrec'`): cf.npy and cf_metrics.json."
+    "SASRec's run folder, when the CF embeddings are learned from interactions (`cf_path='sasrec'`): cf.npy, cf_metrics.json and counts.npy."
     return self.root/'cf'
 
 @patch(as_prop=True)
@@ -147,9 +147,10 @@ def segment_items(run:RunPaths, # the run folder
                   labels_path:str='', # optional `.npy` integer labels
                   catalog_items:int=2000, # size of the built-in catalog
                   seed:int=0, # seed of the built-in catalog
+                  counts_path:str='', # optional `.npy` of each item's training interactions (`data.popularity`)
                  ) -> Items:
     "The run's items: the given files, or the built-in catalog written into `run.catalog` once (another size is refused, not rewritten)."
-    if items_path: return Items(items_path, cf=cf_path or None, labels=labels_path or None)
+    if items_path: return Items(items_path, cf=cf_path or None, labels=labels_path or None, counts=counts_path or None)
     c = run.catalog
     if (c/'titles.json').exists():
         items = Items(c/'items.npy', cf=c/'cf.npy', labels=c/'labels.npy', validate=False)
@@ -163,6 +164,7 @@ class Inputs(NamedTuple):
     items: str # item embeddings ('': the built-in catalog)
     cf: str # CF embeddings to align with ('': none)
     n_items: int|None # catalog rows the CF table must have (None: from the interactions)
+    counts: str = '' # each item's training interactions, written by the CF stage ('': none)
 
 def stage_inputs(run:RunPaths, # the run folder
                  items_path:str='', # a `.npy`, '' (the built-in catalog) or 'cf' (the CF table is the items)
@@ -180,9 +182,10 @@ def stage_inputs(run:RunPaths, # the run folder
     if items_path == 'cf' and not cf_path:
         raise ValueError('items_path="cf" trains on the CF table: give cf_path (a .npy, or "sasrec" to learn it from interactions_path).')
     cf = str(run.cf/'cf.npy') if cf_path == 'sasrec' else cf_path
-    if items_path == 'cf': return Inputs(cf, '', None)
+    counts = str(run.cf/'counts.npy') if cf_path == 'sasrec' else ''
+    if items_path == 'cf': return Inputs(cf, '', None, counts)
     n = catalog_items if not items_path else int(np.load(items_path, mmap_mode='r').shape[0]) if Path(items_path).is_file() else None
-    return Inputs(items_path, cf, n)
+    return Inputs(items_path, cf, n, counts)
 
 # %% ../nbs/08_segments.ipynb #f8092ba8
 def segment_deadline(cfg:Config, # the run's config (its periodic-save interval)
@@ -253,7 +256,8 @@ def run_phase(run:RunPaths, # the run folder
               retrieval_ids:str='', # the notebook parameter: non-empty adds the 'retrieval' phase
              ) -> tuple:
     "`(phase, why)`: 'cf', 'train', 'export', 'retrieval' or 'done', from the run folder's files."
-    if cf_path == 'sasrec' and not (run.cf/'cf.npy').exists(): return 'cf', "the CF embeddings are not learned yet (cf/cf.npy is missing)"
+    if cf_path == 'sasrec' and (gone := [f for f in ('cf.npy', 'counts.npy') if not (run.cf/f).exists()]):
+        return 'cf', f"the CF stage has not written {' and '.join('cf/' + f for f in gone)} yet"
     st = read_status(run.status) or {}
     if st.get('status') not in ('trained', 'exported', 'done'): return 'train', f"training is not finished (status {st.get('status')!r})"
     step, ck = committed([run.checkpoints, *read_roots])

@@ -6,7 +6,7 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/sequences.html.md"""
 
 # %% auto #0
 __all__ = ['Interactions', 'check_interactions', 'from_lists', 'read_inter_json', 'save_csr', 'load_csr', 'read_interactions',
-           'interactions_fingerprint', 'Split', 'leave_one_out', 'check_no_leakage', 'sample_arrays',
+           'interactions_fingerprint', 'Split', 'leave_one_out', 'check_no_leakage', 'train_counts', 'sample_arrays',
            'synthetic_sequences']
 
 # %% ../nbs/13_sequences.ipynb #ff1afe72
@@ -179,6 +179,14 @@ def check_no_leakage(split:Split # a split to check
     for rows, back in ((split.valid, 2), (split.test, 1)):
         u = np.searchsorted(indptr, rows[:, 1], side='right') - 1
         assert (rows[:, 1] == indptr[u + 1] - back).all() and (rows[:, 0] >= indptr[u]).all(), "a held-out sample is misplaced"
+
+# %% ../nbs/13_sequences.ipynb #6ca95c3e
+def train_counts(split:Split # the split
+                ) -> np.ndarray:
+    "Interactions of each item in the training part: every position but the users' validation and test targets."
+    seen = np.ones(len(split.inter.items), bool)
+    seen[split.valid[:, 1]] = seen[split.test[:, 1]] = False
+    return np.bincount(np.asarray(split.inter.items)[seen], minlength=split.inter.n_items).astype(np.int64)
 
 # %% ../nbs/13_sequences.ipynb #7bb10615
 def sample_arrays(split:Split, # the split

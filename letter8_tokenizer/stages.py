@@ -82,7 +82,7 @@ def items(self:Session):
     "The run's items, opened once (the built-in catalog is written on first use)."
     if self._items is None:
         p = self.p
-        self._items = segment_items(self.run, self.inputs.items, self.inputs.cf, p['labels_path'], p['catalog_items'])
+        self._items = segment_items(self.run, self.inputs.items, self.inputs.cf, p['labels_path'], p['catalog_items'], counts_path=self.inputs.counts)
     return self._items
 
 @patch
