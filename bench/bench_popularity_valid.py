@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT)); sys.path.insert(0, str(ROOT/'bench'))
 from bench_judge_beauty import DATA, cf_stage, kit_stage
 from letter8_tokenizer.data import popularity_draws
 from letter8_tokenizer.kmeans import residual_init
+from letter8_tokenizer.sequences import leave_one_out, read_interactions
 from letter8_tokenizer.retrieval import retrieval_run, paired_table, paired_markdown, retriever_config, judge_note
 
 LETTERS, EXPONENT, SEED = 2, 0.5, 0
@@ -51,6 +52,17 @@ def rq_ids(a, cf:Path, exponent:float) -> Path:
     return out
 
 
+def shared_targets(inter:Path, ids:list) -> dict:
+    "For each scheme: the share of validation targets whose letters some other item has too (the retriever must then guess the suffix)."
+    split = leave_one_out(read_interactions(inter))
+    target = np.asarray(split.inter.items)[split.valid[:, 1]]
+    out = {}
+    for path in ids:
+        codes = np.load(path); _, inverse, sizes = np.unique(codes, axis=0, return_inverse=True, return_counts=True)
+        out[Path(path).stem] = float((sizes[inverse.ravel()][target] > 1).mean())
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     p.add_argument('--data', default=str(DATA), help='folder with Beauty.inter.json')
@@ -72,7 +84,9 @@ def main():
     if r['status'] != 'done': sys.exit(f"retrieval stopped: {r['status']}; run again to resume.")
     valid = paired_table(r['rows'], 'valid')
     print("Every validation user, seed 0:\n" + paired_markdown(valid))
-    scores = {row['group']: dict(valid_ndcg10=row['valid'], best_epoch=row['best_epoch'], collided=row['collided']) for row in r['rows']}
+    targets = shared_targets(Path(a.data)/'Beauty.inter.json', ids)
+    scores = {row['group']: dict(valid_ndcg10=row['valid'], best_epoch=row['best_epoch'], collided=row['collided'],
+                                 valid_targets_shared=targets[row['group']]) for row in r['rows']}
     meta = dict(command='python bench/bench_popularity_valid.py ' + shlex.join(sys.argv[1:]), data=str(a.data), letters=LETTERS, exponent=EXPONENT,
                 seed=SEED, tok_epochs=a.tok_epochs, retriever=retriever_config(config).__dict__, judge=judge_note('small'), threads=a.threads,
                 python=platform.python_version(), torch=torch.__version__, cpus=os.cpu_count(), seconds_this_call=round(time.time() - t0),

@@ -72,7 +72,7 @@ class OptimConfig:
     weight_decay: float = 1e-4 # AdamW weight decay
     encoder_lr_scale: float = 1.0 # the encoder's learning rate as a multiple of `lr` (0 freezes it at the input's principal projection)
     batch_size: int = 1024 # items per step
-    epochs: int = 200 # passes over the catalog (its popularity draws, `data.popularity`), the decoder phase's included; `joint_steps` may end the joint ones sooner
+    epochs: int = 200 # passes over the catalog (its `data.popularity` draws), the decoder phase's included; `joint_steps` may end the joint ones sooner
     decoder_share: float = 0.2 # share of `epochs` (rounded) at the end that trains the decoder alone on frozen codes (0: none)
     joint_steps: int|None = 1580 # optimiser steps after which the joint epochs end, at an epoch's end (None: every joint epoch)
     grad_clip: float|None = None # clip the gradient norm to this, when set
@@ -222,8 +222,8 @@ RANGES = {'model.in_dim': num_range(1, none=True), 'model.e_dim': num_range(1, n
           'loss.diversity_groups': _POS, 'loss.diversity_refresh_epochs': _POS,
           'optim.lr': num_range(0, lo_open=True), 'optim.weight_decay': _NONNEG, 'optim.encoder_lr_scale': _NONNEG, 'optim.batch_size': _POS,
           'optim.epochs': _POS, 'optim.decoder_share': num_range(0, 1), 'optim.grad_clip': num_range(0, lo_open=True, none=True),
-          'data.chunk_rows': _POS, 'data.mix': _POS, 'data.holdout': num_range(0, 0.5), 'data.popularity': num_range(0, 1), 'optim.patience': num_range(1, none=True),
-          'optim.joint_steps': num_range(1, none=True),
+          'data.chunk_rows': _POS, 'data.mix': _POS, 'data.holdout': num_range(0, 0.5), 'data.popularity': num_range(0, 1),
+          'optim.patience': num_range(1, none=True), 'optim.joint_steps': num_range(1, none=True),
           'schedule.save_every_minutes': num_range(0, lo_open=True), 'schedule.save_every_steps': num_range(1, none=True),
           'schedule.keep': num_range(2), 'schedule.log_every_s': _NONNEG, 'seed': _NONNEG}
 
