@@ -87,11 +87,13 @@ def main():
     targets = shared_targets(Path(a.data)/'Beauty.inter.json', ids)
     scores = {row['group']: dict(valid_ndcg10=row['valid'], best_epoch=row['best_epoch'], collided=row['collided'],
                                  valid_targets_shared=targets[row['group']]) for row in r['rows']}
+    counts, split = np.load(cf.with_name('counts.npy')), leave_one_out(read_interactions(Path(a.data)/'Beauty.inter.json'))
+    medians = dict(item=float(np.median(counts)), validation_target=float(np.median(counts[np.asarray(split.inter.items)[split.valid[:, 1]]])))
     meta = dict(command='python bench/bench_popularity_valid.py ' + shlex.join(sys.argv[1:]), data=str(a.data), letters=LETTERS, exponent=EXPONENT,
                 seed=SEED, tok_epochs=a.tok_epochs, retriever=retriever_config(config).__dict__, judge=judge_note('small'), threads=a.threads,
                 python=platform.python_version(), torch=torch.__version__, cpus=os.cpu_count(), seconds_this_call=round(time.time() - t0),
                 note="validation users only; 'valid' is the best epoch's validation NDCG@10 of each scheme; no test number is read")
-    Path(a.out).write_text(json.dumps(dict(meta=meta, schemes=scores, valid=valid), indent=1, default=str))
+    Path(a.out).write_text(json.dumps(dict(meta=meta, median_train_interactions=medians, schemes=scores, valid=valid), indent=1, default=str))
     print(f"wrote {a.out}")
 
 
