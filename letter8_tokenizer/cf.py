@@ -6,7 +6,7 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/cf.html.md"""
 
 # %% auto #0
 __all__ = ['CFConfig', 'cf_config', 'SASRec', 'train_rows', 'rank_metrics', 'evaluate_cf', 'CFTask', 'fit_cf', 'train_cf_segment',
-           'save_npy', 'save_cf', 'cf_run', 'cf_segment']
+           'save_npy', 'save_cf', 'save_counts', 'cf_run', 'cf_segment']
 
 # %% ../nbs/15_cf.ipynb #2e06c30c
 import math, json, time, tempfile
@@ -288,6 +288,13 @@ def save_cf(model:SASRec, # trained model
            ) -> Path:
     "Write the CF table `[n_items, dim]` as a float32 `.npy`, atomically."
     return save_npy(path, model.item_table().astype(np.float32))
+
+def save_counts(inter:str|Path, # `<dataset>.inter.json`, or a folder written by `save_csr`
+                path:str|Path, # the `.npy` file to write
+                n_items:int|None=None, # catalog size; None: from the interactions
+               ) -> Path:
+    "Each item's interactions in the training part of the leave-one-out split (`sequences.train_counts`), as a `.npy`, atomically."
+    return save_npy(path, train_counts(leave_one_out(read_interactions(inter, n_items))))
 
 # %% ../nbs/15_cf.ipynb #3d597db8
 @delegates(run_segment, but=['task', 'checkpoint_dir', 'read_roots'])

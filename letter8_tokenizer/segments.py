@@ -164,7 +164,7 @@ class Inputs(NamedTuple):
     items: str # item embeddings ('': the built-in catalog)
     cf: str # CF embeddings to align with ('': none)
     n_items: int|None # catalog rows the CF table must have (None: from the interactions)
-    counts: str = '' # each item's training interactions, written by the CF stage ('': none)
+    counts: str = '' # each item's training interactions: the CF stage's, or written from the interactions when the items open ('': none)
 
 def stage_inputs(run:RunPaths, # the run folder
                  items_path:str='', # a `.npy`, '' (the built-in catalog) or 'cf' (the CF table is the items)
@@ -182,7 +182,7 @@ def stage_inputs(run:RunPaths, # the run folder
     if items_path == 'cf' and not cf_path:
         raise ValueError('items_path="cf" trains on the CF table: give cf_path (a .npy, or "sasrec" to learn it from interactions_path).')
     cf = str(run.cf/'cf.npy') if cf_path == 'sasrec' else cf_path
-    counts = str(run.cf/'counts.npy') if cf_path == 'sasrec' else ''
+    counts = str(run.cf/'counts.npy') if cf_path == 'sasrec' else str(run.root/'counts.npy') if interactions_path and items_path else ''
     if items_path == 'cf': return Inputs(cf, '', None, counts)
     n = catalog_items if not items_path else int(np.load(items_path, mmap_mode='r').shape[0]) if Path(items_path).is_file() else None
     return Inputs(items_path, cf, n, counts)
@@ -364,7 +364,7 @@ def segment_notebook() -> Path:
 def notebook_parameters(experiment:str="demo", # run name; the run folder is <work_dir>/<experiment>
                        items_path:str="", # .npy item embeddings [n, dim]; empty: the built-in synthetic catalog, written into the run folder; "cf": the CF table is the items (no content embedding)
                        cf_path:str="", # optional .npy CF embeddings [n, cf_dim], row-aligned with the items; "sasrec": learn them from interactions_path first (SASRec, in the run's cf/)
-                       interactions_path:str="", # LETTER's <dataset>.inter.json ({user: [item rows, oldest first]}) or a save_csr folder; read when cf_path is "sasrec" and by retrieval_ids
+                       interactions_path:str="", # LETTER's <dataset>.inter.json ({user: [item rows, oldest first]}) or a save_csr folder; read when cf_path is "sasrec", by retrieval_ids, and with items_path for the popularity draws
                        cf_overrides:str="{}", # JSON dict of SASRec settings (CFConfig) when cf_path is "sasrec", e.g. '{"epochs": 30, "dim": 64}'
                        labels_path:str="", # optional .npy integer labels [n] or [n, levels], for the probe report
                        catalog_items:int=2000, # size of the built-in catalog (when items_path is "")

@@ -79,10 +79,13 @@ class Session:
 # %% ../nbs/08a_stages.ipynb #a6bee2f5
 @patch(as_prop=True)
 def items(self:Session):
-    "The run's items, opened once (the built-in catalog is written on first use)."
+    "The run's items, opened once (the built-in catalog is written on first use), with their training counts when there are interactions."
     if self._items is None:
-        p = self.p
-        self._items = segment_items(self.run, self.inputs.items, self.inputs.cf, p['labels_path'], p['catalog_items'], counts_path=self.inputs.counts)
+        from letter8_tokenizer.cf import save_counts
+        p, inp = self.p, self.inputs
+        if inp.counts and p['cf_path'] != 'sasrec':  # no CF stage to count them: count the interactions now
+            save_counts(p['interactions_path'], inp.counts, len(segment_items(self.run, inp.items)))
+        self._items = segment_items(self.run, inp.items, inp.cf, p['labels_path'], p['catalog_items'], counts_path=inp.counts)
     return self._items
 
 @patch
