@@ -912,7 +912,8 @@ def ids_verdict(results:list[dict], # rows of `retrieval_run` (with `ranks`); th
     wins = all(p['ndcg@10_verdict'] == 'better' for p in peers)
     names = [p['b'] for p in peers if wins or p['ndcg@10_verdict'] != 'better']
     head = f"these IDs retrieve {'better' if wins else 'no better'} than {', '.join(names)}"
-    terms = '; '.join(f"{p['ndcg@10_verdict']} than {p['b']} ({p['ndcg@10']:+.4f} ± {p['ndcg@10_se']:.4f})" for p in pairs)
+    than = lambda v: 'level with' if v == 'level' else f'{v} than'
+    terms = '; '.join(f"{than(p['ndcg@10_verdict'])} {p['b']} ({p['ndcg@10']:+.4f} ± {p['ndcg@10_se']:.4f})" for p in pairs)
     return dict(verdict='better' if wins else 'no better', headline=head, pairs=pairs,
                 message=f"{head} (retrieval, NDCG@10 on {pairs[0]['users']:,} test users, A - B ± paired s.e.: {terms})")
 
