@@ -12,7 +12,8 @@ scheme, then the two schemes are paired over users.
 Variants of the tokenizer are chosen on the validation users the same way: `--variants 'loss.cf=0.1;loss.cf=1'` trains
 one more tokenizer per variant (dotted config keys, `;` between variants) and scores its first letters beside the
 others; `--also DIR` pairs them with the rows of an earlier run of this script (same seeds, same validation users) and
-`--schemes` drops the schemes that run already scored.
+`--schemes` drops the schemes that run already scored. `--schemes letter` scores LETTER's released IDs
+(Beauty.index.json) cut to the same letters, e.g. beside an earlier run's with `--also`.
 
 Writes bench/results/judge_seeds_beauty.json (per-seed rows without ranks, per-seed and pooled paired tables, the command).
 """
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT)); sys.path.insert(0, str(ROOT/'bench'))
 from bench_judge_beauty import DATA, cf_stage, kit_stage
 from letter8_tokenizer.config import Config, override
-from letter8_tokenizer.retrieval import (rqkmeans_scheme, retrieval_run, paired_table, paired_markdown, retriever_config, judge_note, summarise,
+from letter8_tokenizer.retrieval import (rqkmeans_scheme, scheme_from_index_json, retrieval_run, paired_table, paired_markdown, retriever_config, judge_note, summarise,
                                          report_rows)
 
 
@@ -57,20 +58,23 @@ def kit_prefix(a, cf:Path, work:Path, seed:int, letters:int, variant:str='') -> 
 
 
 def schemes(a, cf:Path, seed:int, letters:int) -> list[str]:
-    "The schemes of one seed, all of `letters` letters: the kit's IDs, each variant's, RQ-KMeans' (.npy files whose stems name the groups)."
+    "The schemes of one seed, all of `letters` letters: the kit's IDs, each variant's, RQ-KMeans', LETTER's released IDs (.npy files whose stems name the groups)."
     work, keep = Path(a.work)/f'seed{seed}', a.schemes.split(',')
     out = [kit_prefix(a, cf, work, seed, letters)] if 'kit' in keep else []
     out += [kit_prefix(a, cf, work, seed, letters, v) for v in filter(None, a.variants.split(';'))]
     if 'rq-kmeans' in keep:
         out.append(rq := work/'ids'/f'rq-kmeans[:{letters}].npy')
         if not rq.exists(): np.save(rq, rqkmeans_scheme(np.load(cf), levels=letters, k=256, seed=seed).base)
+    if 'letter' in keep:
+        out.append(lt := work/'ids'/f'letter[:{letters}].npy')
+        if not lt.exists(): lt.parent.mkdir(parents=True, exist_ok=True); np.save(lt, scheme_from_index_json(Path(a.data)/'Beauty.index.json').base[:, :letters])
     return [str(p) for p in out]
 
 
 def check_args(a):
     "Every flag checked before anything trains or is written: a clear exit naming the flag and the fix."
-    bad = [x for x in a.schemes.split(',') if x not in ('', 'kit', 'rq-kmeans')]
-    if bad: sys.exit(f"--schemes {a.schemes!r}: {bad[0]!r} is neither 'kit' nor 'rq-kmeans'; give a comma list of those, or ''.")
+    bad = [x for x in a.schemes.split(',') if x not in ('', 'kit', 'rq-kmeans', 'letter')]
+    if bad: sys.exit(f"--schemes {a.schemes!r}: {bad[0]!r} is not 'kit', 'rq-kmeans' or 'letter'; give a comma list of those, or ''.")
     if not all(x.strip().isdigit() for x in a.seeds.split(',')): sys.exit(f"--seeds {a.seeds!r}: give a comma list of whole numbers, e.g. 0,1,2.")
     if a.letters is not None and not 1 <= a.letters <= 8: sys.exit(f"--letters {a.letters}: the default tokenizer has 8 letters; give 1 to 8.")
     if a.cf and not Path(a.cf).is_file(): sys.exit(f"--cf {a.cf}: no such file; give a CF table (.npy) or leave --cf out to learn one.")
@@ -82,6 +86,7 @@ def check_args(a):
         try: override(Config(), parse_variant(v))
         except (ValueError, KeyError, TypeError) as e: sys.exit(f"--variants {v!r}: {e}")
     if not a.schemes and not a.variants: sys.exit("--schemes '' and no --variants: nothing to score; list 'kit,rq-kmeans' or give --variants.")
+    if 'letter' in a.schemes.split(',') and not (Path(a.data)/'Beauty.index.json').is_file(): sys.exit(f"--schemes letter: no Beauty.index.json in --data {a.data}.")
 
 
 def main():
@@ -94,7 +99,7 @@ def main():
     p.add_argument('--cf-dim', type=int, default=64); p.add_argument('--cf-epochs', type=int, default=40)
     p.add_argument('--tok-epochs', type=int, default=50, help="the tokenizer's steps, in passes over the catalog (with popularity draws, fewer, longer epochs)")
     p.add_argument('--cf', default=None, help='an existing CF table (.npy) to use; unset: learn one in --work')
-    p.add_argument('--schemes', default='kit,rq-kmeans', help="which of 'kit' and 'rq-kmeans' to score ('' with --also)")
+    p.add_argument('--schemes', default='kit,rq-kmeans', help="which of 'kit', 'rq-kmeans' and 'letter' (LETTER's released IDs, cut the same) to score ('' with --also)")
     p.add_argument('--variants', default='', help="tokenizer variants, ';' between them, e.g. 'loss.cf=0.1;loss.cf=1'")
     p.add_argument('--also', default=None, help='an earlier --work of this script whose rows (same seeds) are paired with these')
     p.add_argument('--epochs', type=int, default=8, help="the retriever's epochs, all of them (patience = epochs)")
