@@ -16,7 +16,7 @@ from pathlib import Path
 from fastcore.basics import patch
 import torch
 from .config import run_epochs
-from .data import held_out_rows
+from .data import Items, held_out_rows
 from .distributed import pick_device, xla_devices
 from .export import export_run, export_estimate_s, reserve_export
 from .segments import (run_paths, segment_config, segment_items, segment_deadline, read_status, write_status,
@@ -84,7 +84,7 @@ def items(self:Session):
         from letter8_tokenizer.cf import save_counts
         p, inp = self.p, self.inputs
         if inp.counts and p['cf_path'] != 'sasrec':  # no CF stage to count them: count the interactions now
-            save_counts(p['interactions_path'], inp.counts, len(segment_items(self.run, inp.items)))
+            save_counts(p['interactions_path'], inp.counts, inp.n_items or len(Items(inp.items, validate=False)))
         self._items = segment_items(self.run, inp.items, inp.cf, p['labels_path'], p['catalog_items'], counts_path=inp.counts)
     return self._items
 
