@@ -10,7 +10,7 @@ EXTRAS ?= cpu,dev
 # pytest workers (pytest-xdist; a test file stays on one worker); 0: one process. One math thread each, so 2 workers fill 2 cores.
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test nbtest pytest sync sync-check bench docs clean system-deps test-xla
+.PHONY: demo test nbtest pytest sync sync-check bench docs clean system-deps test-xla test-floor
 .DEFAULT_GOAL := test
 
 $(BIN)/python:
@@ -54,10 +54,10 @@ pytest: $(VENV)/.installed
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist loadfile --ignore=tests/xla tests
 
 bench: $(VENV)/.installed
-	$(BIN)/python bench/bench_kmeans.py
-	$(BIN)/python bench/bench_model.py
-	$(BIN)/python bench/bench_checkpoint.py
-	$(BIN)/python bench/bench_deadline.py
+	$(BIN)/python bench/kmeans/constrained.py
+	$(BIN)/python bench/tokenizer/model.py
+	$(BIN)/python bench/checkpoint/save.py
+	$(BIN)/python bench/checkpoint/deadline.py
 
 # The docs site as static HTML in _docs/ (quarto builds the published site in the GitHub workflow).
 docs: system-deps $(VENV)/.installed
@@ -66,18 +66,23 @@ docs: system-deps $(VENV)/.installed
 clean:
 	rm -rf _proc _docs .pytest_cache
 
-# The XLA (TPU) path, in its own environment: torch-xla pins its torch (the main one keeps TORCH_SPEC). XLA's CPU backend
-# stands in for a TPU; CPU_NUM_DEVICES gives the SPMD tests several devices. `make test` leaves tests/xla out.
-# PyPI's torch 2.9.0 is the CUDA build: with its nvidia-* wheels the environment takes about 8 GiB, checked before pip.
+# Kaggle's versions, in their own environment: Kaggle's TPU image ships torch 2.8.0 + torch_xla 2.8.0, the oldest torch the kit
+# declares (pyproject's floor). `make test-xla` runs tests/xla there on XLA's CPU backend, which stands in for a TPU
+# (CPU_NUM_DEVICES gives the SPMD tests several devices); `make test-floor` runs the main suite there, on torch 2.8.
+# PyPI's torch 2.8.0 is the CUDA build: with its nvidia-* wheels the environment takes about 8 GiB, checked before pip.
 XLA_VENV ?= .venv-xla
-XLA_SPEC ?= torch==2.9.0 torch-xla==2.9.0
+XLA_SPEC ?= torch==2.8.0 torch-xla==2.8.0
 $(XLA_VENV)/.installed: pyproject.toml
-	bash scripts/need_disk.sh 10 $(XLA_VENV) "torch-xla's environment ($(XLA_VENV))"
+	bash scripts/need_disk.sh 10 $(XLA_VENV) "Kaggle's torch 2.8 + torch-xla environment ($(XLA_VENV))"
 	test -x $(XLA_VENV)/bin/python || $(PYTHON) -m venv $(XLA_VENV)
 	$(XLA_VENV)/bin/python $(PIP_INSTALL) --upgrade pip
 	$(XLA_VENV)/bin/python $(PIP_INSTALL) $(XLA_SPEC)
-	$(XLA_VENV)/bin/python $(PIP_INSTALL) -e ".[cpu]" pytest $(XLA_SPEC)
+	$(XLA_VENV)/bin/python $(PIP_INSTALL) -e ".[$(EXTRAS)]" $(XLA_SPEC)
 	touch $@
 
 test-xla: $(XLA_VENV)/.installed
 	PJRT_DEVICE=CPU CPU_NUM_DEVICES=4 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(XLA_VENV)/bin/python -m pytest -q -rs -p no:cacheprovider tests/xla
+
+test-floor: system-deps $(XLA_VENV)/.installed
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(XLA_VENV)/bin/python -m pytest -q -rs -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile \
+		--ignore=tests/xla tests
