@@ -8,7 +8,7 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/checkpoint.html.md""
 __all__ = ['MANIFEST', 'METRICS_FILE', 'rng_state', 'set_rng_state', 'snapshot', 'data_fingerprint', 'step_dir_name', 'step_dirs',
            'read_manifest', 'verify_checkpoint', 'nonfinite_tensors', 'load_state', 'NonFiniteStateError',
            'ResumeRefused', 'Checkpoint', 'CheckpointSaveError', 'library_versions', 'Checkpointer',
-           'verified_checkpoints', 'copy_metrics', 'History']
+           'verified_checkpoints', 'committed', 'checkpoint_layout_problem', 'copy_metrics', 'History']
 
 # %% ../nbs/05_checkpoint.ipynb #c25d4a29
 import copy, errno, hashlib, json, os, platform, random, re, secrets, shutil, threading, time, warnings
@@ -18,6 +18,7 @@ import numpy as np
 from fastcore.basics import patch
 from .files import (fsync_dir, os_error_in, write_durable, write_atomic, replace_atomic, sha256_file, utc_now,
                                      hash_config, config_diff)
+from .session import pid_alive
 
 # %% ../nbs/05_checkpoint.ipynb #53bd0290
 def rng_state() -> dict:
@@ -77,7 +78,7 @@ def snapshot(obj, # state to copy: nested dicts, lists and tuples of tensors, ar
 def _sample_index(n, k, seed):
     return np.arange(n) if n <= k else np.sort(np.random.default_rng(seed).choice(n, k, replace=False))
 
-def data_fingerprint(data, # [n, ...] array or memmap (named `emb`); or an object whose `fingerprint_arrays()` gives `{name: row-aligned array or None}`
+def data_fingerprint(data, # [n, ...] array or memmap (`emb`), or an object whose `fingerprint_arrays()` gives `{name: array or None}`
                      sample:int=1024, # rows read by index (a fixed seeded sample) and hashed
                      seed:int=0, # seed of that sample
                      **more, # beside an array `data`: more row-aligned arrays by name (None: absent), e.g. `labels=y`
@@ -89,7 +90,8 @@ def data_fingerprint(data, # [n, ...] array or memmap (named `emb`); or an objec
     fp['rows_hashed'] = int(len(idx))
     for name, a in arrays.items():
         if a is None: continue
-        if len(a) != len(ref): raise ValueError(f"data_fingerprint: {name} has {len(a)} rows, {first} {len(ref)}: they must be row-aligned.")
+        if len(a) != len(ref):
+            raise ValueError(f"data_fingerprint: {name} has {len(a)} rows, {first} {len(ref)}: they must be row-aligned.")
         rows = np.ascontiguousarray(a[idx])
         fp[name] = {'shape': list(a.shape), 'dtype': str(a.dtype), 'sample_sha256': hashlib.sha256(rows.tobytes()).hexdigest()[:16]}
     return {'id': hash_config(fp), **fp}
@@ -250,12 +252,6 @@ class Checkpointer:
 # %% ../nbs/05_checkpoint.ipynb #9e2147ea
 _LEFTOVER = re.compile(r'\.(?:tmp-step|trash-step|latest\.tmp|metrics\.jsonl\.tmp).*-(\d+)-[0-9a-f]{8}')
 
-def _pid_alive(pid):
-    try: os.kill(pid, 0)
-    except ProcessLookupError: return False
-    except PermissionError: return True
-    return True
-
 def _remove_dir(path):
     "Rename `path` out of sight first, then delete it, so a half-deleted checkpoint is never visible."
     trash = path.with_name(f'.trash-{path.name}-{os.getpid()}-{secrets.token_hex(4)}')
@@ -266,7 +262,7 @@ def _remove_dir(path):
 def _clean_leftovers(self:Checkpointer):
     for e in os.scandir(self.root):
         m = _LEFTOVER.fullmatch(e.name)
-        if not m or (int(m[1]) != os.getpid() and _pid_alive(int(m[1]))): continue
+        if not m or (int(m[1]) != os.getpid() and pid_alive(m[1])): continue
         if e.is_dir(follow_symlinks=False): shutil.rmtree(e.path, ignore_errors=True)
         else: Path(e.path).unlink(missing_ok=True)
 
@@ -481,7 +477,8 @@ def _check_config(self:Checkpointer, path, manifest, want_hash, want_config):
     saved = manifest.get('config')
     if isinstance(saved, dict) and isinstance(want_config, dict):
         diff = config_diff(saved, want_config)
-        keys = '\n'.join(f'  {k}: {a!r} -> {b!r}' for k, (a, b) in diff.items()) or '  (no key differs; the hashes were computed differently)'
+        keys = ('\n'.join(f'  {k}: {a!r} -> {b!r}' for k, (a, b) in diff.items())
+                or '  (no key differs; the hashes were computed differently)')
     else: keys = '  (unknown: the config dicts are not both available, only their hashes)'
     raise ValueError(f"checkpoint {path} was saved under config {have}, this run has config {want_hash}. "
                      f"Differing keys (saved -> now):\n{keys}\nResuming would mix two configs. Restore the saved "
@@ -543,7 +540,8 @@ def _describe_root(r):
     if not r.exists(): return f'{r}: the resume folder does not exist'
     if not r.is_dir(): return f'{r}: the resume folder is a file, not a folder'
     names = sorted(os.listdir(r))
-    return f"{r}: the resume folder holds no step-* checkpoint ({'it is empty' if not names else 'it holds: ' + ', '.join(names[:6]) + (' ...' if len(names) > 6 else '')})"
+    held = 'it is empty' if not names else 'it holds: ' + ', '.join(names[:6]) + (' ...' if len(names) > 6 else '')
+    return f"{r}: the resume folder holds no step-* checkpoint ({held})"
 
 @patch
 def check_fresh_start(self:Checkpointer,
@@ -568,6 +566,26 @@ def verified_checkpoints(roots, # checkpoint folders: the working one first, the
         if limit is not None and len(out) >= limit: break
         if verify_checkpoint(p) is None: out.append((s, p))
     return out
+
+# %% ../nbs/05_checkpoint.ipynb #c0ad0002
+def committed(roots:list, # checkpoint folders: the working one first, then read-only ones
+             ) -> tuple:
+    "`(step, path)` of the newest checkpoint across `roots` whose files verify against its manifest, or `(0, None)`."
+    found = verified_checkpoints([Path(r) for r in roots], limit=1)
+    return found[0] if found else (0, None)
+
+# %% ../nbs/05_checkpoint.ipynb #c0ad0005
+def checkpoint_layout_problem(root:str|Path, # a checkpoints folder
+                             ) -> str|None:
+    "Why `root` is not a checkpoints folder the kit wrote (files but no `step-NNNNNNNNN/` folder), or None."
+    root = Path(root)
+    if not root.is_dir(): return None
+    names = sorted(e.name for e in os.scandir(root) if not e.name.startswith('.'))
+    if not names or step_dirs(root): return None
+    nested = sorted({str(d.relative_to(root).parent) for d in root.glob('*/step-*') if d.is_dir()})
+    hint = f"; the step folders are in {root/nested[0]}: point at that folder instead" if nested else ''
+    return (f"{root} holds {', '.join(names[:4])}{' ...' if len(names) > 4 else ''} but no step-NNNNNNNNN/ folder, the layout the kit "
+            f"writes{hint}, or move them away so the run starts afresh.")
 
 # %% ../nbs/05_checkpoint.ipynb #2fa31bda
 def _metrics_problem(path, rec):
@@ -612,7 +630,8 @@ def restore_metrics(self:Checkpointer,
         else: _copy_prefix(src, dst, rec['bytes'])
         size, last = rec['bytes'], rec['last_step']
     else:
-        if why: warnings.warn(f"{why}: the per-step rows committed with {found.path} are lost; {dst} restarts from {len(fallback)} rows of its history.")
+        if why: warnings.warn(f"{why}: the per-step rows committed with {found.path} are lost; "
+                              f"{dst} restarts from {len(fallback)} rows of its history.")
         replace_atomic(dst, data := _rows_bytes(fallback))
         size, last = len(data), (fallback[-1].get('step') if len(fallback) else None)
     self._metrics_size, self._metrics_last, self._pending = size, last, []
@@ -624,7 +643,8 @@ def copy_metrics(checkpoint, # a committed checkpoint directory
     "Write the per-step rows committed with `checkpoint` to `dst` atomically (its history if it has none); return how many."
     path, dst = Path(checkpoint), Path(dst)
     rec = read_manifest(path).get('metrics')
-    if rec is not None and (why := _metrics_problem(path.parent/METRICS_FILE, rec)) is None: _copy_prefix(path.parent/METRICS_FILE, dst, rec['bytes'])
+    if rec is not None and (why := _metrics_problem(path.parent/METRICS_FILE, rec)) is None:
+        _copy_prefix(path.parent/METRICS_FILE, dst, rec['bytes'])
     else:
         if rec is not None: warnings.warn(f"{why}: writing the checkpoint's (downsampled) history to {dst} instead.")
         replace_atomic(dst, _rows_bytes(json.loads((path/'meta.json').read_text()).get('history', [])))

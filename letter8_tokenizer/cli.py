@@ -15,12 +15,14 @@ from pathlib import Path
 import numpy as np
 from fastcore.script import anno_parser, store_true
 from fastcore.meta import delegates
-from .segments import (run_notebooks, new_experiment, segment_config, format_table, PLACEHOLDER_USER,
-                                        notebook_parameters, check_parameters, InputError, as_typed, refuse,
-                                        check_experiment, check_settings, check_interactions_file, kernel_accelerator)
+from .params import (segment_config, notebook_parameters, check_parameters, InputError, as_typed, refuse,
+                                      check_experiment, check_settings, check_interactions_file)
+from .runfolder import format_table
+from .runner import run_notebooks
+from .kernels import new_experiment, PLACEHOLDER_USER, kernel_accelerator
 from .export import encode_run, code_table, probe_inputs
 from .config import run_epochs
-from .files import os_error_in
+from .files import os_error_in, output_problem
 
 # %% ../nbs/10_cli.ipynb #0ba2016a
 COMMANDS = {}
@@ -45,7 +47,7 @@ def forwarded(f, # a subcommand
 def parser(f, # a subcommand
            name:str, # its name, for usage lines
           ):
-    "`anno_parser` of `f`, with the notebook parameters it forwards unset (None) unless given, so a `--params` file or the notebook's default decides."
+    "`anno_parser` of `f`, its forwarded notebook parameters None unless given: a `--params` file or the notebook's default decides."
     p = anno_parser(f, prog=f'letter8 {name}')
     p.set_defaults(**dict.fromkeys(forwarded(f)))
     return p
@@ -60,7 +62,8 @@ def main(argv:list|None=None # arguments after `letter8`; default sys.argv[1:]
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         close = difflib.get_close_matches(name, COMMANDS, n=1)
-        print(f"letter8: unknown command {name!r}" + (f"; did you mean {close[0]!r}?" if close else "") + "\n\n" + _usage(), file=sys.stderr)
+        print(f"letter8: unknown command {name!r}" + (f"; did you mean {close[0]!r}?" if close else "") + "\n\n" + _usage(),
+              file=sys.stderr)
         return 2
     f = COMMANDS[name]
     try: args = parser(f, name).parse_args(rest)
@@ -73,16 +76,18 @@ def main(argv:list|None=None # arguments after `letter8`; default sys.argv[1:]
     except Exception as e:
         if (err := os_error_in(e)) is not None and err.errno == errno.ENOSPC:
             print(f"letter8 {name}: the disk is full: writing {err.filename or 'a file'} failed ({err.strerror}). Free space on that disk "
-                  "(or give --out / --work-dir on a larger one), then run the same command again: what was committed is kept.", file=sys.stderr)
+                  "(or give --out / --work-dir on a larger one), then run the same command again: what was committed is kept.",
+                  file=sys.stderr)
             return 1
         if os.environ.get('LETTER8_DEBUG'): traceback.print_exc()
         print(f"letter8 {name}: {type(e).__name__}: {as_flags(str(e), params) if name in ('cf', 'retrieval') else e}", file=sys.stderr)
         return 1
 
+# %% ../nbs/10_cli.ipynb #4815104c
 def as_flags(msg:str, # an error message of the library, which names Python parameters
              params, # the command's parameters (its flags)
             ) -> str:
-    "`msg` with each `name=value` or `name=True` of a parameter the command has as a flag written as that flag, and no advice to call `load()` (for `cf` and `retrieval`, whose flags are the options of the library's functions)."
+    "`msg` with each `name=value` or `name=True` of one of the command's parameters written as its flag, and no advice to call `load()`."
     def flag(m):
         k, v = m[1], m[2]
         if k not in params: return m[0]
@@ -95,8 +100,8 @@ def as_flags(msg:str, # an error message of the library, which names Python para
 def env(json_out:store_true=False, # print JSON instead of a table
         expect_gpu:store_true=False, # warn when no GPU is attached
        ):
-    "Print the environment: Python, torch, faiss, CPU/GPU, the device `device: auto` trains on and the XLA devices, RAM, disk, session time left (`kaggle.probe_environment`)."
-    from letter8_tokenizer.kaggle import probe_environment, probe_table
+    "Print the environment: Python, torch, faiss, CPU/GPU, the device `device: auto` picks, XLA devices, RAM, disk, session time left."
+    from letter8_tokenizer.kaggle_env import probe_environment, probe_table
     p = probe_environment(expect_gpu=expect_gpu)
     print(json.dumps(p, indent=1) if json_out else probe_table(p))
 
@@ -104,17 +109,21 @@ def env(json_out:store_true=False, # print JSON instead of a table
 def export_summary(ex:dict, # `exported` of a done run's status.json (what `export_run` returned)
                   ) -> str:
     "How a finished run ends, in `run` and `demo` alike: code usage per letter, collisions resolved, the probe headline, the files."
-    usage = format_table([dict(letter=u['level'], used=f"{u['used']}/{u['size']}", perplexity=u['perplexity']) for u in ex.get('usage') or []])
+    usage = format_table([dict(letter=u['level'], used=f"{u['used']}/{u['size']}", perplexity=u['perplexity'])
+                          for u in ex.get('usage') or []])
     h = ex.get('held_out')
-    held = f"held-out items: {h['items']:,} never trained on, rebuilt with {h['recon']:.1%} of their variance left (best epoch {h['best_epoch']})\n" if h else ''
-    return (f"{usage}\n\ncollisions before resolution: {ex.get('collision_rate_before') or 0:.2%} of items, {ex.get('moved') or 0:,} moved\n{held}"
+    held = (f"held-out items: {h['items']:,} never trained on, rebuilt with {h['recon']:.1%} of their variance left "
+            f"(best epoch {h['best_epoch']})\n") if h else ''
+    return (f"{usage}\n\ncollisions before resolution: {ex.get('collision_rate_before') or 0:.2%} of items, "
+            f"{ex.get('moved') or 0:,} moved\n{held}"
             f"probe: {ex.get('headline') or 'no probe report'}\ncode table: {ex.get('codes')}\nreport:     {ex.get('probe')}")
 
-def retrieval_summary(groups:list, # `retrieval` of a done run's status.json (`retrieval.summarise` rows)
+def retrieval_summary(groups:list, # `retrieval` of a done run's status.json (`judge.summarise` rows)
                       folder:Path, # the retriever's run folder
                      ) -> str:
     "How a run with `retrieval_ids` ends: the test users' Recall and NDCG per ID scheme, and the report."
-    rows = [dict(ids=g['group'], levels=g['levels'], **{m: f"{g[m]:.4f}" for m in ('recall@5', 'recall@10', 'ndcg@5', 'ndcg@10')}) for g in groups]
+    rows = [dict(ids=g['group'], levels=g['levels'], **{m: f"{g[m]:.4f}" for m in ('recall@5', 'recall@10', 'ndcg@5', 'ndcg@10')})
+            for g in groups]
     return f"generative retrieval on the test users (the run's IDs first):\n{format_table(rows)}\nreport: {folder/'retrieval.html'}"
 
 # %% ../nbs/10_cli.ipynb #54efff40
@@ -122,10 +131,14 @@ def _load_params(path):
     import yaml
     if not path: return {}
     p = Path(path)
-    if not p.is_file(): raise refuse(as_typed('flag'), 'params', path, ("it is a folder" if p.is_dir() else "no such file") + ": give the parameters.yaml that `letter8 new NAME` writes (experiments/NAME/parameters.yaml).")
+    if not p.is_file():
+        raise refuse(as_typed('flag'), 'params', path, ("it is a folder" if p.is_dir() else "no such file")
+                     + ": give the parameters.yaml that `letter8 new NAME` writes (experiments/NAME/parameters.yaml).")
     try: d = yaml.safe_load(p.read_text()) or {}
-    except (yaml.YAMLError, UnicodeDecodeError) as e: raise refuse(as_typed('flag'), 'params', path, f"not valid YAML ({' '.join(str(e).split())[:200]}).") from None
-    if not isinstance(d, dict): raise refuse(as_typed('flag'), 'params', path, "must hold a mapping of notebook parameters, e.g. 'experiment: demo'.")
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise refuse(as_typed('flag'), 'params', path, f"not valid YAML ({' '.join(str(e).split())[:200]}).") from None
+    if not isinstance(d, dict):
+        raise refuse(as_typed('flag'), 'params', path, "must hold a mapping of notebook parameters, e.g. 'experiment: demo'.")
     return check_parameters(d, str(p))
 
 def _at_least(flag:str, value, lo, fix:str=''):
@@ -150,19 +163,22 @@ def run(params:str=None, # YAML file of notebook parameters (from `letter8 new`)
     "Run the segment notebook again and again with papermill until the run is done."
     p = {**_load_params(params), **kwargs}
     show = as_typed('flag', file=params, flags=tuple(kwargs))
-    _at_least('--max-segments', max_segments, 1); _at_least('--retries', retries, 0); _at_least('--threads', threads, 0, ' (0: the default)')
-    _at_least('--kill-segment', kill_segment, -1, ' (-1: every segment)')
-    if Path(out).exists() and not Path(out).is_dir(): raise InputError(f"--out {out}: it is a file; give a folder for the segment notebooks and the ledger.")
+    _at_least('--max-segments', max_segments, 1); _at_least('--retries', retries, 0)
+    _at_least('--threads', threads, 0, ' (0: the default)'); _at_least('--kill-segment', kill_segment, -1, ' (-1: every segment)')
+    if Path(out).exists() and not Path(out).is_dir():
+        raise InputError(f"--out {out}: it is a file; give a folder for the segment notebooks and the ledger.")
     drill = None
     if kill_segment >= 0:
-        if not p.get('kill_after_s'): raise InputError(f"--kill-segment {kill_segment} needs --kill-after-s SECONDS: when to kill that segment.")
+        if not p.get('kill_after_s'):
+            raise InputError(f"--kill-segment {kill_segment} needs --kill-after-s SECONDS: when to kill that segment.")
         drill = {kill_segment: {'kill_after_s': p.pop('kill_after_s')}}
     env = {'OMP_NUM_THREADS': threads, 'MKL_NUM_THREADS': threads} if threads else None
     rep = run_notebooks(notebook, out, p, max_segments=max_segments, retries=retries, env=env, force=force, segment_parameters=drill,
                        stream=None if quiet else sys.stdout, show=show)
     if rep.segments: print('\n' + format_table(rep.rows()))
     if rep.done and (rep.final or {}).get('exported'): print('\n' + export_summary(rep.final['exported']))
-    if rep.done and (rep.final or {}).get('retrieval'): print('\n' + retrieval_summary(rep.final['retrieval'], Path(rep.run_dir)/'retrieval'))
+    if rep.done and (rep.final or {}).get('retrieval'):
+        print('\n' + retrieval_summary(rep.final['retrieval'], Path(rep.run_dir)/'retrieval'))
     return 0 if rep.done else 1
 
 # %% ../nbs/10_cli.ipynb #72a817d1
@@ -171,18 +187,20 @@ def run(params:str=None, # YAML file of notebook parameters (from `letter8 new`)
 def new(name:str, # experiment name (folder, notebook parameter, Kaggle slug)
         dest:str='experiments', # parent folder
         username:str=None, # Kaggle user name; default $KAGGLE_USERNAME
-        accelerator:str='GPU', # what the Kaggle session attaches: GPU (Kaggle's default GPU), none, T4, T4 x2, L4, TPU (or a machine_shape id)
+        accelerator:str='GPU', # what the Kaggle session attaches: GPU (Kaggle's default), none, T4, T4 x2, L4, TPU (or a machine_shape id)
         no_gpu:store_true=False, # do not ask Kaggle for a GPU (--accelerator none)
         overwrite:store_true=False, # replace the files of an existing experiment folder
-        **kwargs, # the segment notebook's parameters to bake in (`notebook_parameters`); paths as the notebook will see them (on Kaggle: /kaggle/input/<dataset>/...)
+        **kwargs, # the segment notebook's parameters to bake in (`notebook_parameters`), paths as it will see them (/kaggle/input/...)
        ):
     "Fork the segment notebook into DEST/NAME with the parameters baked in, parameters.yaml and kernel-metadata.json for Kaggle."
-    from letter8_tokenizer.kaggle import data_path_notes
+    from letter8_tokenizer.kernels import data_path_notes
     notes = data_path_notes(kwargs)  # a missing file fails here, before anything is written
-    if no_gpu and accelerator.strip().lower() not in ('gpu', 'none'): raise InputError(f"--no-gpu and --accelerator {accelerator!r} disagree: give one of them.")
+    if no_gpu and accelerator.strip().lower() not in ('gpu', 'none'):
+        raise InputError(f"--no-gpu and --accelerator {accelerator!r} disagree: give one of them.")
     accelerator = 'none' if no_gpu else accelerator
     try: kernel_accelerator(accelerator, kwargs.get('device') or 'auto')
-    except ValueError as e: raise InputError(f"--accelerator {accelerator!r}: {str(e).split(': ', 1)[-1].replace('device=', '--device ')}") from None
+    except ValueError as e:
+        raise InputError(f"--accelerator {accelerator!r}: {str(e).split(': ', 1)[-1].replace('device=', '--device ')}") from None
     folder = new_experiment(name, dest, username, kwargs, accelerator=accelerator, overwrite=overwrite, show=as_typed('flag'))
     kid = json.loads((folder/'kernel-metadata.json').read_text())['id']
     print(f"created {folder}: {', '.join(sorted(p.name for p in folder.iterdir()))}")
@@ -200,7 +218,8 @@ def _tokenizer_for(tokenizer, its):
     model = load_tokenizer(tokenizer)
     if its.dim != model.cfg.model.in_dim:
         raise ValueError(f"items of width {its.dim}, but the tokenizer in {tokenizer} was trained on width {model.cfg.model.in_dim}: "
-                         f"encode embeddings from the same embedding model (and dimension) as its training items, or train a tokenizer on these.")
+                         "encode embeddings from the same embedding model (and dimension) as its training items, "
+                         "or train a tokenizer on these.")
     return model
 
 # %% ../nbs/10_cli.ipynb #37a8f141
@@ -209,18 +228,22 @@ def check_output(out:str, # the output path as typed
                  name:str='OUT', # how the user named the output
                  folder_marker:str|None=None, # a file that marks a folder as this command's own output (safe to write again)
                 ):
-    "Refuse an output that is an input (symlinks resolved), lies inside one, holds one, or is a folder of other files; nothing is written."
+    "Refuse an output that is an input (symlinks resolved), lies inside one, holds one, is a folder of other files, or cannot be written."
     o = Path(out).resolve()
     for what, p in inputs.items():
         if p is None: continue
         q = Path(p).resolve()
-        if o == q: raise InputError(f"{name} {out}: it is the {what} you gave ({p}); writing it would destroy that input. Give another output path.")
+        if o == q:
+            raise InputError(f"{name} {out}: it is the {what} you gave ({p}); writing it would destroy that input. "
+                             "Give another output path.")
         if q in o.parents: raise InputError(f"{name} {out}: it lies inside the {what} you gave ({p}); give an output path outside it.")
         if o in q.parents: raise InputError(f"{name} {out}: it holds the {what} you gave ({p}); give an output path that holds no input.")
     if folder_marker and o.is_dir() and any(o.iterdir()) and not (o/folder_marker).exists():
-        raise InputError(f"{name} {out}: the folder exists and holds other files ({', '.join(sorted(x.name for x in o.iterdir())[:4])}), not an "
-                         f"earlier output of this command; give a new folder.")
-    if not folder_marker and o.is_dir(): raise InputError(f"{name} {out}: it is a folder; give a .npy file path (or a folder path without .npy for a code table).")
+        raise InputError(f"{name} {out}: the folder exists and holds other files ({', '.join(sorted(x.name for x in o.iterdir())[:4])}), "
+                         f"not an earlier output of this command; give a new folder.")
+    if not folder_marker and o.is_dir():
+        raise InputError(f"{name} {out}: it is a folder; give a .npy file path (or a folder path without .npy for a code table).")
+    if (why := output_problem(out)): raise InputError(f"{name} {out}: {why}; give an output path in a folder you can write.")
 
 # %% ../nbs/10_cli.ipynb #05ac30e1
 @command
@@ -256,7 +279,8 @@ def _titles(path, n):
     if not p.is_file(): raise FileNotFoundError(f"titles file {p} not found: give a text file with one title per line, or a JSON list.")
     t = json.loads(p.read_text()) if p.suffix == '.json' else p.read_text().splitlines()
     if isinstance(t, dict): t = [t.get(str(i), f"item {i}") for i in range(n)]
-    if not isinstance(t, list) or len(t) != n: raise ValueError(f"{p} has {len(t)} titles for {n} items: give one per item, in the items' row order.")
+    if not isinstance(t, list) or len(t) != n:
+        raise ValueError(f"{p} has {len(t)} titles for {n} items: give one per item, in the items' row order.")
     return [str(x) for x in t]
 
 def _label_names(s):
@@ -265,7 +289,8 @@ def _label_names(s):
     try: names = json.loads(text)
     except json.JSONDecodeError: names = None
     if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
-        raise ValueError(f"label names {s!r}: give a JSON list of names, coarse to fine, e.g. '[\"category\", \"subcategory\"]', or a .json file holding one.")
+        raise ValueError(f"label names {s!r}: give a JSON list of names, coarse to fine, e.g. '[\"category\", \"subcategory\"]', "
+                         "or a .json file holding one.")
     return names
 
 # %% ../nbs/10_cli.ipynb #83ad0730
@@ -282,11 +307,12 @@ def probe(codes:str, # codes .npy, or a code table folder
           no_raw:store_true=False, # skip the logistic-regression baseline on the raw embeddings (slow on large catalogs)
          ):
     "Probe what each letter of the codes learned; write probe.html and probe.json."
-    from letter8_tokenizer.probe import probe as probe_codes, write_report
+    from letter8_tokenizer.probe_report import probe as probe_codes, write_report
     from letter8_tokenizer.data import Items
     from letter8_tokenizer.codes import CodeTable
     c = Path(codes)
-    check_output(out, {'CODES': codes, 'ITEMS file': items, '--labels file': labels, '--cf file': cf, '--titles file': titles, '--tokenizer folder': tokenizer}, 'OUT', 'probe.json')
+    check_output(out, {'CODES': codes, 'ITEMS file': items, '--labels file': labels, '--cf file': cf, '--titles file': titles,
+                       '--tokenizer folder': tokenizer}, 'OUT', 'probe.json')
     if not c.exists(): raise FileNotFoundError(f"codes {c} not found: give a codes .npy or a code table folder.")
     arr = CodeTable.load(c).codes if c.is_dir() else np.load(c, allow_pickle=False)
     its = Items(items, cf=cf, labels=labels)
@@ -302,9 +328,9 @@ from typing import Annotated
 from dataclasses import is_dataclass, fields
 from fastcore.docments import docments
 from .loop import run_segment
-from .distributed import has_torch_xla, XLA_INSTALL
+from .distributed import has_torch_xla, device_problem
 from .cf import CFConfig, cf_config
-from .retrieval import RetrieverConfig
+from .retriever import RetrieverConfig
 
 # %% ../nbs/10_cli.ipynb #2283c3d5
 RUN_OPTIONS = ('max_steps', 'kill_after_s', 'allow_fresh_start', 'allow_config_change', 'allow_data_change')
@@ -334,18 +360,8 @@ def _need_out(out, name):
 # %% ../nbs/10_cli.ipynb #bfc215f5
 def check_device(device:str|None, # the --device flag, None: unset
                 ):
-    "Refuse a torch device that is not one, or is not on this machine."
-    if device is None: return
-    import torch
-    try: d = torch.device(device)
-    except (RuntimeError, ValueError): raise InputError(f"--device {device}: not a torch device; give cpu, cuda or cuda:N, or leave it unset.") from None
-    if d.type == 'cuda' and not torch.cuda.is_available():
-        raise InputError(f"--device {device}: CUDA is not available on this machine (torch {torch.__version__}); give --device cpu, or leave it unset (CUDA when there is one).")
-    if d.type == 'cuda' and d.index is not None and d.index >= torch.cuda.device_count():
-        raise InputError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s); give cuda:0 to cuda:{torch.cuda.device_count() - 1}.")
-    if d.type == 'xla' and not has_torch_xla():
-        raise InputError(f"--device {device}: needs torch_xla, which this environment lacks: `{XLA_INSTALL}` in its own environment, or leave it unset.")
-    if d.type not in ('cpu', 'cuda', 'xla'): raise InputError(f"--device {device}: give cpu or cuda (cuda:N), or xla (a TPU); or leave it unset.")
+    "Refuse a `--device` the kit does not train on, or one this machine lacks, naming the flag."
+    if device is not None and (why := device_problem(device)): raise InputError(f"--device {device}: {why}")
 
 # %% ../nbs/10_cli.ipynb #8b15d12a
 def _check_sequence_run(name, inter, out, n_items, device, cls, build, kwargs, marks):
@@ -357,8 +373,8 @@ def _check_sequence_run(name, inter, out, n_items, device, cls, build, kwargs, m
         raise InputError(f"--out {out}: it is, lies inside or holds the interactions INTER {inter}; give a run folder apart from the data.")
     if out.is_file(): raise InputError(f"--out {out}: it is a file; give a folder for the run.")
     if out.is_dir() and any(out.iterdir()) and not any((out/m).exists() for m in marks):
-        raise InputError(f"--out {out}: the folder holds other files ({', '.join(sorted(x.name for x in out.iterdir())[:4])}), not an earlier "
-                         f"`letter8 {name}` run; give a new folder (the same folder again resumes a run).")
+        raise InputError(f"--out {out}: the folder holds other files ({', '.join(sorted(x.name for x in out.iterdir())[:4])}), "
+                         f"not an earlier `letter8 {name}` run; give a new folder (the same folder again resumes a run).")
     check_interactions_file(inter, n_items, as_typed('flag', {'interactions_path': 'INTER'}))
     from dataclasses import fields as dc_fields
     given = {f.name: kwargs[f.name] for f in dc_fields(cls) if f.name in kwargs}
@@ -413,8 +429,9 @@ def _id_spec(s:str, out:Path) -> str:
         if not s[7:].lstrip('-').isdigit(): raise ValueError(f"--ids {s!r}: the seed must be an integer, e.g. random:0.")
         return s
     p = Path(s)
-    if not p.exists(): raise FileNotFoundError(f"--ids {s}: no such file or folder. Give a LETTER .index.json, a codes .npy or a code table "
-                                               "folder (as `letter8 encode` writes), 'random:<seed>' or 'items'.")
+    if not p.exists():
+        raise FileNotFoundError(f"--ids {s}: no such file or folder. Give a LETTER .index.json, a codes .npy or a code table "
+                                "folder (as `letter8 encode` writes), 'random:<seed>' or 'items'.")
     return _table_npy(p, out) if p.is_dir() else s
 
 # %% ../nbs/10_cli.ipynb #00938d5a
@@ -424,23 +441,26 @@ def check_ids(ids:list, # the `--ids` entries
               out:Path, # the run folder
              ) -> list[str]:
     "Every `--ids` entry loaded once before any training: its form, its item count, and that OUT's finished rows are of the same list."
-    from letter8_tokenizer.retrieval import load_scheme
+    from letter8_tokenizer.ids import load_scheme
     from letter8_tokenizer.sequences import read_interactions
-    if not ids: raise ValueError("letter8 retrieval needs at least one --ids: a LETTER .index.json, a codes .npy or code table folder, 'random:<seed>' or 'items'.")
+    if not ids:
+        raise ValueError("letter8 retrieval needs at least one --ids: a LETTER .index.json, a codes .npy or code table folder, "
+                         "'random:<seed>' or 'items'.")
     n, specs, first = read_interactions(inter, n_items).n_items, [], None
     for k, s in enumerate(ids):
         spec = _id_spec(s, out)
         try: scheme, _ = load_scheme(spec, n, first)
         except (ValueError, KeyError, TypeError, OSError) as e:
             if isinstance(e, ValueError) and 'copies the shape' in str(e): raise
-            raise InputError(f"--ids {s}: cannot be read as IDs ({type(e).__name__}: {' '.join(str(e).split())[:300]}); give a LETTER .index.json, a codes .npy, "
-                             "a code table folder, 'random:<seed>' or 'items'.") from None
+            raise InputError(f"--ids {s}: cannot be read as IDs ({type(e).__name__}: {' '.join(str(e).split())[:300]}); "
+                             "give a LETTER .index.json, a codes .npy, a code table folder, 'random:<seed>' or 'items'.") from None
         if len(scheme) != n:
             raise ValueError(f"--ids {s}: IDs for {len(scheme):,} items, but the interactions {inter} cover {n:,} items; give one ID per "
                              f"catalog row (--n-items N sets the catalog size when its last items have no interactions).")
         row = out/'rows'/f'{k:02d}.json'
         if row.exists() and (was := json.loads(row.read_text())['scheme']) != scheme.name:
-            raise ValueError(f"{out} holds the results of another --ids list (scheme {k + 1} was {was!r}, now {scheme.name!r}): use a new --out, or the same --ids in the same order.")
+            raise ValueError(f"{out} holds the results of another --ids list (scheme {k + 1} was {was!r}, now {scheme.name!r}): "
+                             "use a new --out, or the same --ids in the same order.")
         specs.append(spec); first = first or scheme
     return specs
 
@@ -448,25 +468,29 @@ def check_ids(ids:list, # the `--ids` entries
 @command
 @with_options(RetrieverConfig, run_segment)
 def retrieval(inter:str, # `<dataset>.inter.json` ({user: [item rows, oldest first]}) or a folder written by `save_csr`
-              ids:Annotated[str, {'action': 'append'}]=None, # an ID scheme, repeat for more: LETTER .index.json, codes .npy or code table folder, random:<seed> (the first scheme's shape) or items
+              ids:Annotated[str, {'action': 'append'}]=None, # IDs, repeatable: .index.json, codes .npy, code table, random:<seed> or items
               out:str=None, # run folder: checkpoints/, rows/, then retrieval.html/.json/.png; the same folder again resumes
               n_items:int=None, # catalog size; unset: the largest item row + 1
               device:str=None, # torch device or xla; unset: CUDA when there is one, else a TPU, else the CPU
               quiet:store_true=False, # no progress lines
               **kwargs, # RetrieverConfig's fields and run_segment's resumability options
              ):
-    "Train a generative retriever on each ID scheme, resumably; print Recall@5/10 and NDCG@5/10 per scheme, the paired verdicts (and with --lengths the recommended ID length), and write the report."
-    from letter8_tokenizer.retrieval import retrieval_run, results_table, verdict_summary, retriever_config
+    "Train a generative retriever on each ID scheme, resumably; print Recall and NDCG@5/10, the paired verdicts; write the report."
+    from letter8_tokenizer.retriever import retriever_config
+    from letter8_tokenizer.judge import retrieval_run, results_table, verdict_summary
     small = {f.name: f.default for f in fields(RetrieverConfig)}  # flags left at the small judge's defaults give way to --preset's values
     typed = {a[2:].split('=')[0].replace('-', '_') for a in sys.argv[1:] if a.startswith('--')}  # ... unless typed: `--d-model 64` stays 64
     config = {k: v for k, v in _split_config(RetrieverConfig, kwargs).items() if k == 'preset' or k in typed or v != small[k]}
-    out = _check_sequence_run('retrieval', inter, out, n_items, device, RetrieverConfig, retriever_config, config, ('checkpoints', 'rows', 'ids', 'retrieval.json'))
+    out = _check_sequence_run('retrieval', inter, out, n_items, device, RetrieverConfig, retriever_config, config,
+                              ('checkpoints', 'rows', 'ids', 'retrieval.json'))
     specs = check_ids(ids, inter, n_items, out)
     r = retrieval_run(inter, specs, out, config=config, n_items=n_items, device=device, progress=not quiet, **kwargs)
     if r['status'] != 'done':
-        print(f"{r['status']}: scheme {r['scheme']!r} at step {r['result']['step']:,}; not finished: run the same command again to continue.")
+        print(f"{r['status']}: scheme {r['scheme']!r} at step {r['result']['step']:,}; "
+              "not finished: run the same command again to continue.")
         return 1
-    print(f"{results_table(r['rows'])}\n\n{verdict_summary(r['rows'])}\n\nreport: {out/'retrieval.html'} (and retrieval.json, ranks.npz, retrieval.png)")
+    print(f"{results_table(r['rows'])}\n\n{verdict_summary(r['rows'])}\n\n"
+          f"report: {out/'retrieval.html'} (and retrieval.json, ranks.npz, retrieval.png)")
     return 0
 
 # %% ../nbs/10_cli.ipynb #30fd13c3
@@ -500,7 +524,8 @@ def _restore(out:Path, keep:Path, drop_new:bool=False):
     for sub in ('segmented', 'whole'):
         if (out/sub).exists() and (keep/sub).exists() and drop_new: shutil.rmtree(out/sub)
         elif (out/sub).exists() and not drop_new:
-            shutil.rmtree(out/'failed'/sub, ignore_errors=True); (out/'failed').mkdir(parents=True, exist_ok=True); (out/sub).rename(out/'failed'/sub)
+            shutil.rmtree(out/'failed'/sub, ignore_errors=True); (out/'failed').mkdir(parents=True, exist_ok=True)
+            (out/sub).rename(out/'failed'/sub)
         if (keep/sub).exists(): (keep/sub).rename(out/sub)
     shutil.rmtree(keep, ignore_errors=True)
 
@@ -517,7 +542,8 @@ def _demo_timing(whole, segment_budget, kill_after) -> dict:
     start_s = max(whole.segments[0].seconds - train_s - ex_s, 3.0)  # kernel start-up, imports, data
     export_s = round(1.5 * ex_s, 1)  # what a segment must keep free to export (codes, tokenizer, probe)
     budget = segment_budget or round(start_s + max(train_s / 3, export_s + 2.0, 5.0), 1)
-    return dict(start_s=start_s, train_s=train_s, export_s=export_s, budget=budget, kill_after=kill_after or round(min(3.0, (budget - start_s) / 2), 1))
+    return dict(start_s=start_s, train_s=train_s, export_s=export_s, budget=budget,
+                kill_after=kill_after or round(min(3.0, (budget - start_s) / 2), 1))
 
 # %% ../nbs/10_cli.ipynb #38d00592
 def _demo_checks(whole, seg) -> dict:
@@ -544,7 +570,7 @@ def _demo_record(path, head:dict, seg, checks:dict):
 def demo(out:str='runs/demo', # folder for both runs (its segmented/ and whole/ are replaced once both new runs are done)
          items:int=4000, # items in the built-in catalog
          epochs:int=240, # training epochs (enough that a third of the training outlasts the export)
-         segment_budget:float=0.0, # seconds per segment, kernel start-up included; 0: auto, start-up plus a third of the reference's training time (at least the export's time)
+         segment_budget:float=0.0, # seconds per segment with start-up; 0: auto, start-up + a third of the reference's training (>= export)
          kill_after:float=0.0, # fault drill: segment 1 is SIGKILLed after this many seconds of training; 0: auto (at most 3)
          threads:int=1, # threads per kernel (0: torch's default)
         ):
@@ -568,22 +594,28 @@ def _demo(out, items, epochs, segment_budget, kill_after, threads, params, t0):
     steps = run_epochs(cfg.optim, per_epoch)[1] * per_epoch  # `optim.joint_steps` may shorten the joint epochs
     env = {'OMP_NUM_THREADS': threads, 'MKL_NUM_THREADS': threads} if threads else None
     print(f"catalog: {items:,} items x 128 (CF 32-d, labels top/mid/leaf); model: MLP {[128, *cfg.model.hidden, cfg.model.e_dim]}, "
-          f"{cfg.model.levels} levels x {cfg.model.codebook_size} codes; {steps // per_epoch} epochs x batch {cfg.optim.batch_size} = {steps:,} steps; "
+          f"{cfg.model.levels} levels x {cfg.model.codebook_size} codes; "
+          f"{steps // per_epoch} epochs x batch {cfg.optim.batch_size} = {steps:,} steps; "
           f"{threads or 'default'} thread(s) per kernel\n")
     print("1) uninterrupted reference: one segment, no deadline", flush=True)
     whole = run_notebooks(None, out/'whole', params, max_segments=1, retries=0, env=env)
-    if not whole.done: print(f"demo failed: the reference run ended {whole.status}: {whole.message} (its runs: {out/'failed'})", file=sys.stderr); return None
+    if not whole.done:
+        print(f"demo failed: the reference run ended {whole.status}: {whole.message} (its runs: {out/'failed'})", file=sys.stderr)
+        return None
     tm = _demo_timing(whole, segment_budget, kill_after)
     print(f"\n2) segmented: {tm['budget']:.0f}s per segment (reference: {tm['start_s']:.0f}s start-up, {tm['train_s']:.0f}s training), "
-          f"segment-001 killed after {tm['kill_after']:.1f}s of training (the planned kill: 'Kernel died' below is the fault drill, not a failure)", flush=True)
-    seg = run_notebooks(None, out/'segmented', {**params, 'export_s': tm['export_s'], 'session_limit_s': float(tm['budget'])}, max_segments=12, retries=2,
-                       segment_parameters={1: {'kill_after_s': tm['kill_after']}}, env=env)
+          f"segment-001 killed after {tm['kill_after']:.1f}s of training "
+          "(the planned kill: 'Kernel died' below is the fault drill, not a failure)", flush=True)
+    seg = run_notebooks(None, out/'segmented', {**params, 'export_s': tm['export_s'], 'session_limit_s': float(tm['budget'])},
+                       max_segments=12, retries=2, segment_parameters={1: {'kill_after_s': tm['kill_after']}}, env=env)
     print('\n' + _ledger_table(seg) + '\n')
-    if not (whole.done and seg.done): print(f"demo failed: reference {whole.status}, segmented {seg.status}; see {out/'failed'}", file=sys.stderr); return None
+    if not (whole.done and seg.done):
+        print(f"demo failed: reference {whole.status}, segmented {seg.status}; see {out/'failed'}", file=sys.stderr); return None
     ex, checks = seg.final.get('exported', {}), _demo_checks(whole, seg)
     killed = sum(s.stop_reason == 'killed' for s in seg.segments)
     _demo_record(out/'demo.json', dict(items=items, steps=steps, seconds=round(time.time() - t0, 1)), seg, checks)
-    print(f"{len(seg.segments)} segments ({killed} killed), {seg.final['step']:,} steps\n{export_summary(ex)}\nsummary:    {out/'demo.json'}")
+    print(f"{len(seg.segments)} segments ({killed} killed), {seg.final['step']:,} steps\n{export_summary(ex)}\n"
+          f"summary:    {out/'demo.json'}")
     for k, ok in checks.items(): print(f"  [{'ok' if ok else 'FAILED'}] {k}")
     print(f"\ntotal {time.time() - t0:.0f}s")
     return 'ok' if all(checks.values()) else 'checks failed'
@@ -591,23 +623,30 @@ def _demo(out, items, epochs, segment_budget, kill_after, threads, params, t0):
 # %% ../nbs/10_cli.ipynb #3102758b
 KAGGLE_ACTIONS = ('env', 'plan', 'chain', 'wheelhouse')
 
-def _check_accelerator(kg, accelerator):
+def _check_accelerator(accelerator):
     "The accelerator check of the chain (`machine_shape`), as a refusal of the flag."
     import warnings
+    from letter8_tokenizer.session import machine_shape
     try:
-        with warnings.catch_warnings(): warnings.simplefilter('ignore'); kg.machine_shape(accelerator)
+        with warnings.catch_warnings(): warnings.simplefilter('ignore'); machine_shape(accelerator)
     except ValueError as e: raise InputError(f"--accelerator {accelerator!r}: {str(e).split(': ', 1)[-1]}") from None
 
-def _kaggle_chain(kg, experiment, dataset, accelerator, endpoint, sources):
+def _kaggle_chain(experiment, dataset, accelerator, endpoint, sources):
     "`letter8 kaggle chain`: the experiment folder's notebook, pushed session after session until done."
+    _check_accelerator(accelerator)
+    for f in ('kernel-metadata.json', 'parameters.yaml'):
+        if not (Path(experiment)/f).is_file():
+            raise InputError(f"--experiment {experiment}: no {f} there; give a folder made by `letter8 new NAME` (experiments/NAME).")
     import yaml
+    from letter8_tokenizer.kernels import data_path_notes
+    from letter8_tokenizer.chain import KaggleChain
     folder = Path(experiment)
     meta = json.loads((folder/'kernel-metadata.json').read_text())
     params = yaml.safe_load((folder/'parameters.yaml').read_text()) or {}
     check_experiment(params, as_typed('flag', file=str(folder/'parameters.yaml')), kaggle_paths=True)
     clock = {k: params.pop(k) for k in ('session_limit_s', 'margin_s') if k in params}  # the chain's own arguments
-    for n in kg.data_path_notes(params, local_ok=False): print(f"note: {n}")
-    chain = kg.KaggleChain(folder/'chain', folder/meta['code_file'], meta['id'], dataset, experiment=params.pop('experiment', folder.name),
+    for n in data_path_notes(params, local_ok=False): print(f"note: {n}")
+    chain = KaggleChain(folder/'chain', folder/meta['code_file'], meta['id'], dataset, experiment=params.pop('experiment', folder.name),
                            params=params, accelerator=accelerator, endpoint=endpoint, **clock,
                            dataset_sources=[s.strip() for s in (sources or '').split(',') if s.strip()])
     result = chain.run()
@@ -630,24 +669,25 @@ def kaggle(action:str, # env | plan | chain | wheelhouse
            expect_gpu:store_true=False, # env: warn when no GPU is attached
           ):
     "Kaggle: the session's environment, a quota plan, the offline wheelhouse, or the chain of segment sessions."
-    from letter8_tokenizer import kaggle as kg
+    from letter8_tokenizer import kaggle_env, install, chain
     if action not in KAGGLE_ACTIONS:
         close = difflib.get_close_matches(action, KAGGLE_ACTIONS, n=1)
-        print(f"letter8 kaggle: unknown action {action!r}" + (f"; did you mean {close[0]!r}?" if close else '') + f" Use one of {', '.join(KAGGLE_ACTIONS)}.", file=sys.stderr)
+        print(f"letter8 kaggle: unknown action {action!r}" + (f"; did you mean {close[0]!r}?" if close else '')
+              + f" Use one of {', '.join(KAGGLE_ACTIONS)}.", file=sys.stderr)
         return 2
-    if action == 'env': print(kg.probe_table(kg.probe_environment(expect_gpu=expect_gpu))); return 0
+    if action == 'env': print(kaggle_env.probe_table(kaggle_env.probe_environment(expect_gpu=expect_gpu))); return 0
     if action == 'plan':
         if step_s is None or steps_left is None: print("letter8 kaggle plan needs --step-s and --steps-left", file=sys.stderr); return 2
-        if not (math.isfinite(step_s) and step_s > 0): raise InputError(f"--step-s {step_s}: give the measured seconds per training step, > 0.")
-        _at_least('--steps-left', steps_left, 0); _at_least('--quota-left-h', quota_left_h, 0.0, " (`kaggle quota` shows it; leave it unset if unknown)")
-        _check_accelerator(kg, accelerator)
-        plan = kg.plan_sessions(step_s, steps_left, quota_left_h=quota_left_h, accelerator=accelerator)
+        if not (math.isfinite(step_s) and step_s > 0):
+            raise InputError(f"--step-s {step_s}: give the measured seconds per training step, > 0.")
+        _at_least('--steps-left', steps_left, 0)
+        _at_least('--quota-left-h', quota_left_h, 0.0, " (`kaggle quota` shows it; leave it unset if unknown)")
+        _check_accelerator(accelerator)
+        plan = chain.plan_sessions(step_s, steps_left, quota_left_h=quota_left_h, accelerator=accelerator)
         print(format_table([{k: v for k, v in plan.items() if not isinstance(v, (list, dict))}])); return 0
     if not dataset: print(f"letter8 kaggle {action} needs --dataset owner/slug", file=sys.stderr); return 2
     if action == 'wheelhouse':
-        print(f"wrote {kg.build_wheelhouse(dest, dataset, project=project)}; upload it with `kaggle datasets create -p {dest}`"); return 0
+        print(f"wrote {install.build_wheelhouse(dest, dataset, project=project)}; upload it with `kaggle datasets create -p {dest}`")
+        return 0
     if not experiment: print("letter8 kaggle chain needs --experiment FOLDER (made by `letter8 new`)", file=sys.stderr); return 2
-    _check_accelerator(kg, accelerator)
-    for f in ('kernel-metadata.json', 'parameters.yaml'):
-        if not (Path(experiment)/f).is_file(): raise InputError(f"--experiment {experiment}: no {f} there; give a folder made by `letter8 new NAME` (experiments/NAME).")
-    return _kaggle_chain(kg, experiment, dataset, accelerator, endpoint, sources)
+    return _kaggle_chain(experiment, dataset, accelerator, endpoint, sources)

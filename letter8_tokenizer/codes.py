@@ -29,11 +29,14 @@ def level_sizes(levels:int, # number of levels
     if sizes is None: sizes = DEFAULT_SIZE
     if isinstance(sizes, (int, np.integer)): sizes = [sizes]*levels
     sizes = tuple(int(s) for s in sizes)
-    if len(sizes) != levels: raise ValueError(f"sizes={list(sizes)} names {len(sizes)} levels but the codes have {levels}: give one size per level (a..{LETTERS[levels-1]}).")
+    if len(sizes) != levels:
+        raise ValueError(f"sizes={list(sizes)} names {len(sizes)} levels but the codes have {levels}: "
+                         f"give one size per level (a..{LETTERS[levels-1]}).")
     bad = [f"{LETTERS[l]}={s}" for l, s in enumerate(sizes) if s < 1]
     if bad: raise ValueError(f"Level sizes must be >= 1; got {', '.join(bad)}.")
     return sizes
 
+# %% ../nbs/04_codes.ipynb #27ea38da
 def _first_bad(mask):
     "(row, level) of the first True of a 2-D mask, scanning level by level."
     level = int(np.flatnonzero(mask.any(0))[0])
@@ -45,8 +48,12 @@ def check_codes(codes, # array-like [n_items, levels] of integers
                ) -> tuple[np.ndarray, tuple[int, ...]]:
     "`(codes as int64 [n, L], sizes)` if every code lies in `[0, K_l)`, else a `ValueError` naming the row, the level and the fix."
     codes = np.asarray(codes)
-    if codes.ndim != 2: raise ValueError(f"{name} must be 2-D [n_items, levels]; got shape {codes.shape}. One row per item: e.g. {name}.reshape(n_items, -1).")
-    if codes.dtype.kind not in 'iu': raise ValueError(f"{name} has dtype {codes.dtype}; codes are integer indices. Cast whole-numbered codes with {name}.astype('int64').")
+    if codes.ndim != 2:
+        raise ValueError(f"{name} must be 2-D [n_items, levels]; got shape {codes.shape}. "
+                         f"One row per item: e.g. {name}.reshape(n_items, -1).")
+    if codes.dtype.kind not in 'iu':
+        raise ValueError(f"{name} has dtype {codes.dtype}; codes are integer indices. "
+                         f"Cast whole-numbered codes with {name}.astype('int64').")
     if codes.size == 0: raise ValueError(f"{name} is empty (shape {codes.shape}); it needs at least one item and one level.")
     sizes = level_sizes(codes.shape[1], sizes)
     codes = codes.astype(np.int64, copy=False)
@@ -56,7 +63,8 @@ def check_codes(codes, # array-like [n_items, levels] of integers
     over = codes >= np.array(sizes)
     if over.any():
         row, l = _first_bad(over)
-        raise ValueError(f"{name}[{row}, {l}] = {codes[row, l]} but level {LETTERS[l]} has {sizes[l]} codes (0..{sizes[l]-1}). Pass the true sizes, e.g. sizes={[max(s, int(m)+1) for s, m in zip(sizes, codes.max(0))]}.")
+        raise ValueError(f"{name}[{row}, {l}] = {codes[row, l]} but level {LETTERS[l]} has {sizes[l]} codes (0..{sizes[l]-1}). "
+                         f"Pass the true sizes, e.g. sizes={[max(s, int(m)+1) for s, m in zip(sizes, codes.max(0))]}.")
     return codes, sizes
 
 # %% ../nbs/04_codes.ipynb #a19af7bc
@@ -102,7 +110,8 @@ def _what_is_wrong(s, i, levels):
     for l, t in enumerate(toks):
         m = re.fullmatch(r'([a-z])_([0-9]+)', t)
         if m is None: return f"{where}: token {l+1} <{t}> is not of the form <letter_number>, e.g. <{LETTERS[l]}_0>."
-        if m[1] != LETTERS[l]: return f"{where}: token {l+1} is <{t}> but level {l+1} is letter {LETTERS[l]!r}; tokens must come in order a, b, c, ..."
+        if m[1] != LETTERS[l]:
+            return f"{where}: token {l+1} is <{t}> but level {l+1} is letter {LETTERS[l]!r}; tokens must come in order a, b, c, ..."
     return f"{where} is malformed."
 
 def strings_to_codes(strings:str|list[str], # token strings, or one string
@@ -138,7 +147,9 @@ class TokenVocab:
         self.specials = tuple(specials)
         self.tokens = list(self.specials) + [t for l, k in enumerate(self.sizes) for t in level_tokens(l, k)]
         self.ids = {t: i for i, t in enumerate(self.tokens)}
-        if len(self.ids) != len(self.tokens): raise ValueError(f"specials={self.specials} repeat a token or clash with a level token; give distinct tokens such as {SPECIAL_TOKENS}.")
+        if len(self.ids) != len(self.tokens):
+            raise ValueError(f"specials={self.specials} repeat a token or clash with a level token; "
+                             f"give distinct tokens such as {SPECIAL_TOKENS}.")
         self.offsets = len(self.specials) + np.r_[0, np.cumsum(self.sizes)[:-1]].astype(np.int64)
 
     def __len__(self): return len(self.tokens)
@@ -147,10 +158,14 @@ def _sizes_str(sizes): return f"{sizes[0]}" if len(set(sizes)) == 1 else '/'.joi
 
 # %% ../nbs/04_codes.ipynb #7cb8980d
 @patch
-def __repr__(self:TokenVocab): return f"TokenVocab({len(self)} tokens: {len(self.specials)} specials + levels {LETTERS[0]}..{LETTERS[len(self.sizes)-1]} of {_sizes_str(self.sizes)})"
+def __repr__(self:TokenVocab):
+    return (f"TokenVocab({len(self)} tokens: {len(self.specials)} specials + "
+            f"levels {LETTERS[0]}..{LETTERS[len(self.sizes)-1]} of {_sizes_str(self.sizes)})")
 @patch
 def __getitem__(self:TokenVocab, token:str) -> int:
-    if token not in self.ids: raise KeyError(f"{token!r} is not in the vocabulary: it holds {', '.join(self.specials)} and <a_0>..<{LETTERS[len(self.sizes)-1]}_{self.sizes[-1]-1}>.")
+    if token not in self.ids:
+        raise KeyError(f"{token!r} is not in the vocabulary: "
+                       f"it holds {', '.join(self.specials)} and <a_0>..<{LETTERS[len(self.sizes)-1]}_{self.sizes[-1]-1}>.")
     return self.ids[token]
 
 # %% ../nbs/04_codes.ipynb #bfb34d00
@@ -168,14 +183,16 @@ def decode(self:TokenVocab, ids # [n, L] (or one row [L]) of token ids
     "Codes of token-id rows, same shape; a `ValueError` names the first id that is not a token of its level."
     ids = np.asarray(ids)
     rows = np.atleast_2d(ids).astype(np.int64)
-    if rows.ndim != 2 or rows.shape[1] != len(self.sizes): raise ValueError(f"ids of shape {ids.shape}: expected rows of {len(self.sizes)} ids, one per level.")
+    if rows.ndim != 2 or rows.shape[1] != len(self.sizes):
+        raise ValueError(f"ids of shape {ids.shape}: expected rows of {len(self.sizes)} ids, one per level.")
     codes = rows - self.offsets
     bad = (codes < 0) | (codes >= np.array(self.sizes))
     if bad.any():
         row, l = _first_bad(bad)
         i = rows[row, l]
         tok = repr(self.tokens[i]) if 0 <= i < len(self) else 'not a token id'
-        raise ValueError(f"ids[{row}, {l}] = {i} ({tok}) is not a level-{LETTERS[l]} token; they are ids {self.offsets[l]}..{self.offsets[l]+self.sizes[l]-1}.")
+        raise ValueError(f"ids[{row}, {l}] = {i} ({tok}) is not a level-{LETTERS[l]} token; "
+                         f"they are ids {self.offsets[l]}..{self.offsets[l]+self.sizes[l]-1}.")
     return codes.reshape(ids.shape)
 
 # %% ../nbs/04_codes.ipynb #fb0d004a
@@ -219,16 +236,23 @@ def collision_stats(codes, # [n_items, levels] integer codes
 # %% ../nbs/04_codes.ipynb #67cc9176
 def _distance_inputs(residual, codebook, n, K):
     if residual is None and codebook is None: return None
-    if residual is None or codebook is None: raise ValueError("Give both residual [n_items, dim] and codebook [K_last, dim] for distance-aware moves, or neither for index distance.")
+    if residual is None or codebook is None:
+        raise ValueError("Give both residual [n_items, dim] and codebook [K_last, dim] for distance-aware moves, "
+                         "or neither for index distance.")
     r, cb = check_points(residual, 'residual'), check_points(codebook, 'codebook')
     if len(r) != n: raise ValueError(f"residual has {len(r)} rows but the codes have {n}: one residual per item, in the same order.")
-    if len(cb) != K: raise ValueError(f"codebook has {len(cb)} rows but the last level has {K} codes: pass the last level's codebook, or sizes with {len(cb)} codes on the last level.")
-    if r.shape[1] != cb.shape[1]: raise ValueError(f"residual has dim {r.shape[1]} but codebook has dim {cb.shape[1]}; both live in the last level's space.")
+    if len(cb) != K:
+        raise ValueError(f"codebook has {len(cb)} rows but the last level has {K} codes: "
+                         f"pass the last level's codebook, or sizes with {len(cb)} codes on the last level.")
+    if r.shape[1] != cb.shape[1]:
+        raise ValueError(f"residual has dim {r.shape[1]} but codebook has dim {cb.shape[1]}; both live in the last level's space.")
     return r, cb.astype(np.float64)
 
 def _sqdist(r, cb, rows, h, chunk=1 << 16):
     "Squared L2 distance from residual `rows` to code vectors `h`, row by row."
-    return np.concatenate([((r[rows[s:s+chunk]].astype(np.float64) - cb[h[s:s+chunk]])**2).sum(1) for s in range(0, len(rows), chunk)]) if len(rows) else np.zeros(0)
+    if not len(rows): return np.zeros(0)
+    return np.concatenate([((r[rows[s:s+chunk]].astype(np.float64) - cb[h[s:s+chunk]])**2).sum(1)
+                           for s in range(0, len(rows), chunk)])
 
 def _costs(rows, last, K, dist):
     "Cost `[m, K]` of moving each of `rows` (last code `last`) to each last-level code."
@@ -281,7 +305,8 @@ def _unresolvable(n_left, members, sizes, parent):
     L, fix = len(sizes), f"give the last level more codes (sizes[-1] > {sizes[-1]}) or add a level"
     if L == 1: return ValueError(f"{n_left} items cannot get a unique code: {members} items but level a has {sizes[0]} codes; {fix}.")
     under = f"under prefix {parent}" if L > 2 else "in the whole table"
-    return ValueError(f"{n_left} items cannot get a unique code: the {members} items {under} fill all {sizes[-2]} x {sizes[-1]} = {sizes[-2]*sizes[-1]} ({LETTERS[L-2]}, {LETTERS[L-1]}) slots; {fix}.")
+    return ValueError(f"{n_left} items cannot get a unique code: the {members} items {under} "
+                      f"fill all {sizes[-2]} x {sizes[-1]} = {sizes[-2]*sizes[-1]} ({LETTERS[L-2]}, {LETTERS[L-1]}) slots; {fix}.")
 
 def _nearest_with_room(free, g):
     "The index nearest to `g` (the lower on a tie) where `free > 0`, or -1; searched in growing windows around `g`."
@@ -330,7 +355,9 @@ def _report(codes, new, moved, sizes, before, dist):
     shift = np.abs(new[moved, -1] - codes[moved, -1])
     spilled = int((new[moved, -2] != codes[moved, -2]).sum()) if codes.shape[1] > 1 else 0
     after = collision_stats(new, sizes)
-    if after['collision_rate']: raise RuntimeError(f"resolve_collisions left {after['items'] - after['unique']} collisions: a bug, please report it with the codes.")
+    if after['collision_rate']:
+        raise RuntimeError(f"resolve_collisions left {after['items'] - after['unique']} collisions: "
+                           "a bug, please report it with the codes.")
     rep = dict(items=len(codes), levels=len(sizes), sizes=list(sizes), distances=dist is not None,
                collision_rate_before=before['collision_rate'], excess_rate_before=before['excess_rate'],
                largest_group_before=before['largest_group'], moved=len(moved), moved_rate=len(moved)/len(codes),
@@ -339,7 +366,8 @@ def _report(codes, new, moved, sizes, before, dist):
                unique_per_depth=after['unique_per_depth'])
     if dist is not None:
         inc = _sqdist(*dist, moved, new[moved, -1]) - _sqdist(*dist, moved, codes[moved, -1])
-        rep.update(dist_increase_mean=float(inc.mean()) if len(moved) else 0.0, dist_increase_max=float(inc.max()) if len(moved) else 0.0)
+        rep.update(dist_increase_mean=float(inc.mean()) if len(moved) else 0.0,
+                   dist_increase_max=float(inc.max()) if len(moved) else 0.0)
     return rep
 
 # %% ../nbs/04_codes.ipynb #538d6a97
@@ -379,13 +407,15 @@ def check_items(items, # item ids, one per row: ints or strings; None for row in
     items = np.asarray(items)
     if items.dtype == object and all(isinstance(i, str) for i in items.tolist()): items = items.astype(str)
     if items.ndim != 1: raise ValueError(f"items must be 1-D, one id per row; got shape {items.shape}.")
-    if items.dtype.kind not in 'iuU': raise ValueError(f"items have dtype {items.dtype}; use ints or strings (not a mix), e.g. [str(i) for i in items].")
+    if items.dtype.kind not in 'iuU':
+        raise ValueError(f"items have dtype {items.dtype}; use ints or strings (not a mix), e.g. [str(i) for i in items].")
     if len(items) != n: raise ValueError(f"{len(items)} item ids for {n} code rows: give exactly one id per row, in row order.")
     if items.dtype.kind in 'iu': items = items.astype(np.int64)
     uniq, first, counts = np.unique(items, return_index=True, return_counts=True)
     if len(uniq) < n:
         d = int(np.argmax(counts > 1))
-        raise ValueError(f"item id {uniq[d].item()!r} appears {counts[d]} times (first at row {first[d]}); {n - len(uniq)} ids repeat. Each item needs one id: drop or merge the duplicates.")
+        raise ValueError(f"item id {uniq[d].item()!r} appears {counts[d]} times (first at row {first[d]}); {n - len(uniq)} ids repeat. "
+                         "Each item needs one id: drop or merge the duplicates.")
     return items
 
 # %% ../nbs/04_codes.ipynb #a7c7f071
@@ -404,7 +434,8 @@ class CodeTable:
         self._index = self._rows = self._item_rows = None
         st = collision_stats(self.codes, self.sizes)
         if st['unique'] < len(self):
-            raise ValueError(f"{len(self) - st['unique']} items share a full code with another item (up to {st['largest_group']} per code); "
+            raise ValueError(f"{len(self) - st['unique']} items share a full code with another item "
+                             f"(up to {st['largest_group']} per code); "
                              "a table needs one item per code: use CodeTable.build(codes, ...) or resolve_collisions(codes) first.")
 
     def __len__(self): return len(self.codes)
@@ -440,7 +471,8 @@ def vocab(self:CodeTable) -> TokenVocab:
 def __repr__(self:CodeTable):
     ids = 'row ids' if self.items is None else 'int ids' if self.items.dtype.kind in 'iu' else 'str ids'
     moved = f", {self.report['moved']:,} moved" if self.report else ''
-    return f"CodeTable({len(self):,} items, {self.levels} levels {self.letters[0]}..{self.letters[-1]} of {_sizes_str(self.sizes)} codes, {ids}{moved})"
+    return (f"CodeTable({len(self):,} items, {self.levels} levels {self.letters[0]}..{self.letters[-1]} "
+            f"of {_sizes_str(self.sizes)} codes, {ids}{moved})")
 
 # %% ../nbs/04_codes.ipynb #c561eb39
 def _keys(codes, sizes):
@@ -452,7 +484,8 @@ def _code_row(self, code):
     "One code row from a token string or a sequence of ints."
     if isinstance(code, str): return strings_to_codes(code, self.sizes, self.levels)[0]
     row = np.asarray(code)
-    if row.shape != (self.levels,): raise ValueError(f"A code has {self.levels} levels; got {code!r}. Give {self.levels} ints or a token string.")
+    if row.shape != (self.levels,):
+        raise ValueError(f"A code has {self.levels} levels; got {code!r}. Give {self.levels} ints or a token string.")
     return check_codes(row[None], self.sizes)[0][0]
 
 def _py(x): return x.item() if isinstance(x, np.generic) else x
@@ -529,23 +562,33 @@ def load(cls:CodeTable, path:str|Path # a folder written by `save`
         ) -> 'CodeTable':
     "The table saved in `path`; a clear error when the folder is missing, incomplete or corrupt."
     path = Path(path)
-    if not path.is_dir(): raise FileNotFoundError(f"No code table at {path}: the folder does not exist. Write one with CodeTable.save(path).")
+    if not path.is_dir():
+        raise FileNotFoundError(f"No code table at {path}: the folder does not exist. Write one with CodeTable.save(path).")
     meta_path = path/'codes.json'
-    if not meta_path.exists(): raise FileNotFoundError(f"{meta_path} is missing: {path} is not a saved CodeTable, or its save did not finish. Save it again.")
+    if not meta_path.exists():
+        raise FileNotFoundError(f"{meta_path} is missing: {path} is not a saved CodeTable, or its save did not finish. Save it again.")
     try: meta = json.loads(meta_path.read_text())
     except (ValueError, UnicodeDecodeError) as e: raise ValueError(f"{meta_path} is corrupt ({e}); save the table again.") from None
-    if not isinstance(meta, dict) or meta.get('format') != FORMAT: raise ValueError(f"{meta_path} is not a CodeTable file (format {meta.get('format') if isinstance(meta, dict) else None!r}, expected {FORMAT!r}).")
-    if meta.get('version', 0) > FORMAT_VERSION: raise ValueError(f"{meta_path} has format version {meta['version']}, newer than this letter8_tokenizer reads ({FORMAT_VERSION}); upgrade the package.")
+    if not isinstance(meta, dict) or meta.get('format') != FORMAT:
+        raise ValueError(f"{meta_path} is not a CodeTable file "
+                         f"(format {meta.get('format') if isinstance(meta, dict) else None!r}, expected {FORMAT!r}).")
+    if meta.get('version', 0) > FORMAT_VERSION:
+        raise ValueError(f"{meta_path} has format version {meta['version']}, "
+                         f"newer than this letter8_tokenizer reads ({FORMAT_VERSION}); upgrade the package.")
     missing = {'items', 'levels', 'sizes', 'specials', 'report', 'files'} - meta.keys()
     if missing: raise ValueError(f"{meta_path} is corrupt: it lacks {sorted(missing)}; save the table again.")
     arrays = {}
     for name, digest in meta['files'].items():
         f = path/name
-        if not f.exists(): raise FileNotFoundError(f"{f} is missing but {meta_path} lists it; the save is incomplete. Save the table again.")
-        if sha256_file(f) != digest: raise ValueError(f"{f} does not match the sha256 in {meta_path}: corrupt or partly overwritten. Save the table again.")
+        if not f.exists():
+            raise FileNotFoundError(f"{f} is missing but {meta_path} lists it; the save is incomplete. Save the table again.")
+        if sha256_file(f) != digest:
+            raise ValueError(f"{f} does not match the sha256 in {meta_path}: corrupt or partly overwritten. Save the table again.")
         arrays[name] = np.load(f, allow_pickle=False)
     codes = arrays['codes.npy']
-    if codes.shape != (meta['items'], meta['levels']): raise ValueError(f"{path/'codes.npy'} has shape {codes.shape} but {meta_path} says ({meta['items']}, {meta['levels']}); save the table again.")
+    if codes.shape != (meta['items'], meta['levels']):
+        raise ValueError(f"{path/'codes.npy'} has shape {codes.shape} but {meta_path} says ({meta['items']}, {meta['levels']}); "
+                         "save the table again.")
     return cls(codes, arrays.get('items.npy'), meta['sizes'], meta['report'], tuple(meta['specials']))
 
 # %% ../nbs/04_codes.ipynb #099b90b4
@@ -555,7 +598,8 @@ def to_jsonl(self:CodeTable, path:str|Path # file to write: one `{"item": ..., "
     "Every item and its token string, one JSON object per line."
     path = Path(path)
     items = range(len(self)) if self.items is None else self.items.tolist()
-    write_atomic(path, lambda f: f.write(''.join(json.dumps({'item': i, 'code': s}) + '\n' for i, s in zip(items, self.strings())).encode()))
+    lines = ''.join(json.dumps({'item': i, 'code': s}) + '\n' for i, s in zip(items, self.strings()))
+    write_atomic(path, lambda f: f.write(lines.encode()))
     return path
 
 @patch

@@ -22,7 +22,7 @@ from .files import hash_config
 class ModelConfig:
     "Encoder, codebooks and decoder."
     in_dim: int|None = None # item embedding size; None: taken from the data
-    hidden: list = field(default_factory=lambda: [1024, 1024]) # MLP branch widths (the decoder mirrors the encoder's); LETTER's: 2048-1024-512-256-128-64
+    hidden: list = field(default_factory=lambda: [1024, 1024]) # MLP widths (the decoder mirrors them); LETTER's: 2048-1024-512-256-128-64
     activation: str = 'silu' # between MLP layers: 'silu', 'gelu', or 'relu' (LETTER's)
     e_dim: int|None = None # latent and code vector size; None: the input size (LETTER: 32)
     levels: int = 8 # codebook levels, the letters a, b, c, ...
@@ -72,17 +72,18 @@ class OptimConfig:
     weight_decay: float = 1e-4 # AdamW weight decay
     encoder_lr_scale: float = 1.0 # the encoder's learning rate as a multiple of `lr` (0 freezes it at the input's principal projection)
     batch_size: int = 1024 # items per step
-    epochs: int = 200 # passes over the catalog (its `data.popularity` draws), the decoder phase's included; `joint_steps` may end the joint ones sooner
+    epochs: int = 200 # passes over the catalog (its `data.popularity` draws), decoder phase's too; `joint_steps` may end joint ones sooner
     decoder_share: float = 0.2 # share of `epochs` (rounded) at the end that trains the decoder alone on frozen codes (0: none)
     joint_steps: int|None = 1580 # optimiser steps after which the joint epochs end, at an epoch's end (None: every joint epoch)
     grad_clip: float|None = None # clip the gradient norm to this, when set
-    patience: int|None = None # with data.holdout: epochs without a lower held-out error that end a phase, keeping the best weights (None: off)
+    patience: int|None = None # with data.holdout: epochs without a lower held-out error that end a phase, best weights kept (None: off)
 
 # %% ../nbs/02_config.ipynb #836444d2
 def decoder_start(optim:OptimConfig, # the run's optimiser settings
                   n_batches:int|None=None, # steps per epoch; None: ignore `joint_steps`
                  ) -> int:
-    "First epoch (0-based) of the decoder phase: `epochs` less their `decoder_share` (rounded half up), or an epoch's end past `joint_steps`, if sooner."
+    """First epoch (0-based) of the decoder phase: `epochs` less their `decoder_share` (rounded half up), or an epoch's end
+    past `joint_steps`, if sooner."""
     planned = optim.epochs - math.floor(optim.epochs * optim.decoder_share + 0.5)
     if n_batches is None or optim.joint_steps is None: return planned
     return min(planned, math.ceil(optim.joint_steps / n_batches))
@@ -215,12 +216,14 @@ def build_config(cls, # a config dataclass (its sections may be dataclasses too)
 _POS, _NONNEG, _WEIGHT = num_range(1), num_range(0), num_range(0)
 RANGES = {'model.in_dim': num_range(1, none=True), 'model.e_dim': num_range(1, none=True), 'model.levels': num_range(1, 26),
           'model.dropout': num_range(0, 1, hi_open=True), 'model.cf_dim': num_range(1, none=True),
-          'quantizer.ema_decay': num_range(0, 1, True, True), 'quantizer.dead_after': _NONNEG, 'quantizer.sinkhorn_eps': num_range(0, lo_open=True),
-          'quantizer.sinkhorn_iters': _POS, 'quantizer.init_sample': _POS, 'quantizer.init_niter': _POS, 'quantizer.refit_every_epochs': _NONNEG,
+          'quantizer.ema_decay': num_range(0, 1, True, True), 'quantizer.dead_after': _NONNEG,
+          'quantizer.sinkhorn_eps': num_range(0, lo_open=True), 'quantizer.sinkhorn_iters': _POS, 'quantizer.init_sample': _POS,
+          'quantizer.init_niter': _POS, 'quantizer.refit_every_epochs': _NONNEG,
           'loss.recon': _WEIGHT, 'loss.codebook': _WEIGHT, 'loss.commitment': _WEIGHT, 'loss.cf': _WEIGHT, 'loss.diversity': _WEIGHT,
           'loss.cf_temperature': num_range(0, lo_open=True), 'loss.diversity_temperature': num_range(0, lo_open=True),
           'loss.diversity_groups': _POS, 'loss.diversity_refresh_epochs': _POS,
-          'optim.lr': num_range(0, lo_open=True), 'optim.weight_decay': _NONNEG, 'optim.encoder_lr_scale': _NONNEG, 'optim.batch_size': _POS,
+          'optim.lr': num_range(0, lo_open=True), 'optim.weight_decay': _NONNEG, 'optim.encoder_lr_scale': _NONNEG,
+          'optim.batch_size': _POS,
           'optim.epochs': _POS, 'optim.decoder_share': num_range(0, 1), 'optim.grad_clip': num_range(0, lo_open=True, none=True),
           'data.chunk_rows': _POS, 'data.mix': _POS, 'data.holdout': num_range(0, 0.5), 'data.popularity': num_range(0, 1),
           'optim.patience': num_range(1, none=True), 'optim.joint_steps': num_range(1, none=True),
@@ -245,10 +248,12 @@ def check_config(cfg:Config, # the config to check
         if isinstance(s, bool) or not isinstance(s, int) or s < 2: raise range_error('model.codebook_size', m.codebook_size, 'ints >= 2')
     for l in q.sinkhorn_levels:
         if isinstance(l, bool) or not isinstance(l, int) or not 0 <= l < m.levels:
-            raise range_error('quantizer.sinkhorn_levels', q.sinkhorn_levels, f'levels in [0, {m.levels}) (0-based, model.levels={m.levels})')
+            raise range_error('quantizer.sinkhorn_levels', q.sinkhorn_levels,
+                              f'levels in [0, {m.levels}) (0-based, model.levels={m.levels})')
     if q.update not in ('ema', 'grad'): raise range_error('quantizer.update', q.update, "'ema' or 'grad'")
     if cfg.optim.patience is not None and not cfg.data.holdout:
-        raise ValueError(f"config key 'optim.patience': {cfg.optim.patience} needs held-out items to watch: set data.holdout (e.g. 0.1), or patience to None.")
+        raise ValueError(f"config key 'optim.patience': {cfg.optim.patience} needs held-out items to watch: "
+                         "set data.holdout (e.g. 0.1), or patience to None.")
     if m.precision not in PRECISIONS: raise range_error('model.precision', m.precision, ' or '.join(map(repr, PRECISIONS)))
     if m.activation not in ACTIVATIONS: raise range_error('model.activation', m.activation, ', '.join(map(repr, ACTIVATIONS)))
     return cfg

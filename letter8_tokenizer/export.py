@@ -1,4 +1,4 @@
-"""The end of a run: the trained checkpoint becomes a collision-free code table, a tokenizer and a probe report, each folder written whole, committed by a manifest
+"""The end of a run: the checkpoint becomes a collision-free code table, a tokenizer and a probe report, written whole under a manifest
 
 Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/export.html.md"""
 
@@ -20,7 +20,7 @@ from .files import replace_atomic, utc_now, sha256_file, write_folder_atomic, cl
 # %% ../nbs/07a_export.ipynb #4f222e7f
 def load_trained(cfg:Config, # the run's config
                  items:Items, # the catalog (for the input and CF sizes)
-                 run, # the run folder (`segments.RunPaths`)
+                 run, # the run folder (`runfolder.RunPaths`)
                  read_roots:list=(), # read-only checkpoint roots searched too
                 ):
     "The model of the newest committed checkpoint, in eval mode; its `step` and `checkpoint` attributes say which."
@@ -52,21 +52,24 @@ def code_table(model, # a trained `Letter8`
     "The collision-free `CodeTable` of `codes`: a moved item takes the nearest free code of the last codebook."
     from letter8_tokenizer.codes import level_sizes
     from letter8_tokenizer.codes import CodeTable
-    return CodeTable.build(codes, sizes=level_sizes(model.cfg.model.levels, model.cfg.model.codebook_size), residual=last, codebook=model.levels[-1].codebook.detach().cpu().numpy())
+    return CodeTable.build(codes, sizes=level_sizes(model.cfg.model.levels, model.cfg.model.codebook_size), residual=last,
+                           codebook=model.levels[-1].codebook.detach().cpu().numpy())
 
 def probe_inputs(model, # a trained `Letter8`
                  latents, # its encoder outputs [n, e] (from `encode_run`)
                 ) -> dict:
-    "What `probe` needs of a model: latents and codebooks (the 'Variance left' panel, the latent spread), its decoder (the tokenizer's MSE against the init's), level sizes, seed."
+    """What `probe` needs of a model: latents and codebooks (the 'Variance left' panel, the latent spread), its decoder
+    (the tokenizer's MSE against the init's), level sizes, seed."""
     from letter8_tokenizer.codes import level_sizes
     from letter8_tokenizer.model import decode
-    return dict(latents=latents, codebooks=[l.codebook.detach().cpu().numpy() for l in model.levels], recon=lambda codes: decode(model, codes),
+    return dict(latents=latents, codebooks=[l.codebook.detach().cpu().numpy() for l in model.levels],
+                recon=lambda codes: decode(model, codes),
                 level_sizes=level_sizes(model.cfg.model.levels, model.cfg.model.codebook_size), seed=model.cfg.seed)
 
 # %% ../nbs/07a_export.ipynb #ed2f42f1
 EXPORT_MANIFEST = 'export.json'
 
-def commit_export(run, # the run folder (`segments.RunPaths`)
+def commit_export(run, # the run folder (`runfolder.RunPaths`)
                   folders:dict, # {folder name: files from `write_folder_atomic`}
                   **fields, # step, checkpoint, seconds, ...
                  ) -> dict:
@@ -75,14 +78,17 @@ def commit_export(run, # the run folder (`segments.RunPaths`)
     replace_atomic(run.root/EXPORT_MANIFEST, json.dumps(m, indent=1, default=str).encode())
     return m
 
-def verify_export(run, # the run folder (`segments.RunPaths`)
+def verify_export(run, # the run folder (`runfolder.RunPaths`)
                   step:int|None=None, # the step the export must come from; None: any
                  ) -> str|None:
     "Why the run's export cannot be trusted, or None when `export.json` exists and every file matches it."
     p = run.root/EXPORT_MANIFEST
     if not p.is_file(): return f'no {EXPORT_MANIFEST}: the export was never committed'
-    try: m = json.loads(p.read_text()); folders = m['folders']; items = [(f, r, x['size'], x['sha256']) for f, fs in folders.items() for r, x in fs.items()]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e: return f'{EXPORT_MANIFEST} is unreadable ({type(e).__name__}: {e})'
+    try:
+        m = json.loads(p.read_text()); folders = m['folders']
+        items = [(f, r, x['size'], x['sha256']) for f, fs in folders.items() for r, x in fs.items()]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        return f'{EXPORT_MANIFEST} is unreadable ({type(e).__name__}: {e})'
     if step is not None and m.get('step') != step: return f'the export is of step {m.get("step")}, the run was trained to step {step}'
     if not {'codes', 'tokenizer'} <= set(folders) or not items: return f'{EXPORT_MANIFEST} lists no codes/ or tokenizer/'
     for folder, rel, size, sha in items:
@@ -97,14 +103,17 @@ def _write_exports(model, items:Items, run, title, probe_report, label_names) ->
     from letter8_tokenizer.model import save_tokenizer
     codes, z, last = encode_run(model, items)
     table, pin = code_table(model, codes, last), probe_inputs(model, z)
-    folders = {'codes': write_folder_atomic(run.codes, table.save), 'tokenizer': write_folder_atomic(run.tokenizer, lambda p: save_tokenizer(model, p))}
+    folders = {'codes': write_folder_atomic(run.codes, table.save),
+               'tokenizer': write_folder_atomic(run.tokenizer, lambda p: save_tokenizer(model, p))}
     sizes = pin['level_sizes']
     out = dict(items=len(items), levels=len(sizes), sizes=sizes, collision_rate_before=table.report['collision_rate_before'],
                moved=table.report['moved'], codes=str(run.codes), tokenizer=str(run.tokenizer), step=model.step)
-    if model.held_out: out['held_out'] = dict(items=len(held_out_rows(len(items), model.cfg.data.holdout, model.cfg.seed)), **model.held_out)
+    if model.held_out:
+        out['held_out'] = dict(items=len(held_out_rows(len(items), model.cfg.data.holdout, model.cfg.seed)), **model.held_out)
     if probe_report:
-        from letter8_tokenizer.probe import probe, write_report
-        rep = probe(codes, items.emb, labels=items.labels, cf=items.cf, **pin, label_names=label_names if items.labels is not None else None)
+        from letter8_tokenizer.probe_report import probe, write_report
+        rep = probe(codes, items.emb, labels=items.labels, cf=items.cf, **pin,
+                    label_names=label_names if items.labels is not None else None)
         folders['probe'] = write_folder_atomic(run.probe, lambda p: write_report(rep, p, title=title or f"letter8 probe: {run.root.name}"))
         out.update(probe=str(run.probe/'probe.html'), headline=rep.headline(),
                    usage=[dict(level=u['level'], used=u['used'], size=u['size'], perplexity=round(u['perplexity'], 1)) for u in rep.usage])
@@ -113,7 +122,7 @@ def _write_exports(model, items:Items, run, title, probe_report, label_names) ->
 # %% ../nbs/07a_export.ipynb #85e57ef6
 def export_run(cfg:Config, # the run's config
                items:Items, # the catalog
-               run, # the run folder (`segments.RunPaths`): writes codes/, tokenizer/, probe/, then export.json
+               run, # the run folder (`runfolder.RunPaths`): writes codes/, tokenizer/, probe/, then export.json
                title:str|None=None, # probe page title; default from the run folder's name
                probe_report:bool=True, # also write the probe report
                label_names:list|None=None, # names of the label levels, coarse to fine
@@ -143,10 +152,11 @@ def _with_verdict(src:Path, out:Path, verdict:dict):
     lead = f'<p class="retrieval"><b>Retrieval: {html.escape(verdict["message"])}.</b></p>'
     (out/'probe.html').write_text(page.replace('</h1>', '</h1>' + lead, 1), encoding='utf-8')
 
-def add_retrieval_verdict(run, # the run folder (`segments.RunPaths`), exported with a probe report
-                          verdict:dict, # `retrieval.ids_verdict` of the run's IDs
+def add_retrieval_verdict(run, # the run folder (`runfolder.RunPaths`), exported with a probe report
+                          verdict:dict, # `judge.ids_verdict` of the run's IDs
                          ) -> str|None:
-    "Lead the run's probe report with the retrieval verdict and commit `export.json` again; the verdict's message, or None without a committed probe report."
+    """Lead the run's probe report with the retrieval verdict and commit `export.json` again; the verdict's message, or
+    None without a committed probe report."""
     if verify_export(run) or 'probe' not in (m := json.loads((run.root/EXPORT_MANIFEST).read_text()))['folders']: return None
     files = write_folder_atomic(run.probe, lambda p: _with_verdict(run.probe, p, verdict))
     commit_export(run, {**m['folders'], 'probe': files}, **{k: v for k, v in m.items() if k not in ('folders', 'time_utc', 'retrieval')},

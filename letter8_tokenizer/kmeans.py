@@ -113,8 +113,12 @@ def check_bounds(n:int, # number of points
     size_max = dmax if size_max is None else int(size_max)
     if size_min < 0: raise ValueError(f"size_min={size_min} must be >= 0.")
     if size_max < max(size_min, 1): raise ValueError(f"size_max={size_max} must be >= max(size_min, 1) = {max(size_min, 1)}.")
-    if k*size_min > n: raise ValueError(f"Infeasible bounds: k*size_min = {k}*{size_min} = {k*size_min} > n = {n}. Use size_min <= {n//k}, or fewer clusters.")
-    if k*size_max < n: raise ValueError(f"Infeasible bounds: k*size_max = {k}*{size_max} = {k*size_max} < n = {n}. Use size_max >= {-(-n//k)}, or more clusters.")
+    if k*size_min > n:
+        raise ValueError(f"Infeasible bounds: k*size_min = {k}*{size_min} = {k*size_min} > n = {n}. "
+                         f"Use size_min <= {n//k}, or fewer clusters.")
+    if k*size_max < n:
+        raise ValueError(f"Infeasible bounds: k*size_max = {k}*{size_max} = {k*size_max} < n = {n}. "
+                         f"Use size_max >= {-(-n//k)}, or more clusters.")
     return size_min, size_max
 
 # %% ../nbs/01_kmeans.ipynb #c849e402
@@ -225,7 +229,7 @@ def bounded_labels(dist:np.ndarray, # [k, g] distances of each code to each grou
                    size_min:int, # every group gets at least this many codes
                    size_max:int, # and at most this many
                   ) -> np.ndarray:
-    "Nearest-centre labels `[k]` under size bounds: greedy by distance (ties by index), then the cheapest moves into groups under `size_min`."
+    "Nearest-centre labels `[k]` in size bounds: greedy by distance (ties by index), then cheapest moves into groups under `size_min`."
     k, g = dist.shape
     labels, counts = np.full(k, -1), np.zeros(g, np.int64)
     for flat in np.argsort(dist, axis=None, kind='stable'):
@@ -297,7 +301,7 @@ def kmeans_parallel(x:np.ndarray, # [n, d] float32 points
                     oversample:float=1.0, # each round draws about `oversample * k` candidates
                     gpu:bool|None=None, # see `use_gpu`
                    ) -> np.ndarray:
-    "`k` seeds `[k, d]` by k-means|| (Bahmani et al. 2012): a few D^2-sampling rounds over all points, then weighted greedy k-means++ on the candidates."
+    "`k` seeds `[k, d]` by k-means|| (Bahmani et al. 2012): a few D^2-sampling rounds, then weighted greedy k-means++ on the candidates."
     n = len(x)
     C = [x[[int(rng.integers(n))]]]
     closest, owner, m = knn(x, C[0], 1, gpu)[0][:, 0], np.zeros(n, np.int64), 1

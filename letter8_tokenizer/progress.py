@@ -88,7 +88,8 @@ def html(self:Progress) -> str:
     pct = 100 * self.n / max(self.total, 1)
     e = lambda v: html.escape(str(v))
     rows = ''.join(f"<tr><td style='padding-right:1em'>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in self.fields.items() if k != self.unit)
-    bar = f"<div style='width:24em;border:1px solid #999;height:0.9em'><div style='width:{pct:.1f}%;height:100%;background:#4c8bb8'></div></div>"
+    bar = (f"<div style='width:24em;border:1px solid #999;height:0.9em'>"
+           f"<div style='width:{pct:.1f}%;height:100%;background:#4c8bb8'></div></div>")
     return f"<div><b>{e(self.unit)} {self.n:,} / {self.total:,} ({pct:.1f}%)</b> {e(self.speed())}{bar}<table>{rows}</table></div>"
 
 # %% ../nbs/00a_progress.ipynb #cea4cbda

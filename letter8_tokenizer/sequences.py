@@ -105,11 +105,13 @@ def load_csr(out_dir:str|Path, # a folder written by `save_csr`
             ) -> Interactions:
     "`Interactions` from a folder written by `save_csr`, checked."
     out = Path(out_dir)
-    if not (out/'interactions.json').is_file(): raise FileNotFoundError(f"{out/'interactions.json'} not found: is {out} a folder written by save_csr?")
+    if not (out/'interactions.json').is_file():
+        raise FileNotFoundError(f"{out/'interactions.json'} not found: is {out} a folder written by save_csr?")
     meta = json.loads((out/'interactions.json').read_text())
     indptr, items = (np.load(out/n, mmap_mode='r' if mmap else None) for n in ('indptr.npy', 'items.npy'))
     if len(indptr) != meta['n_users'] + 1 or len(items) != meta['n_interactions']:
-        raise ValueError(f"{out}: indptr/items sizes {len(indptr)}/{len(items)} do not match interactions.json ({meta['n_users']} users, {meta['n_interactions']} interactions): write it again with save_csr.")
+        raise ValueError(f"{out}: indptr/items sizes {len(indptr)}/{len(items)} do not match interactions.json "
+                         f"({meta['n_users']} users, {meta['n_interactions']} interactions): write it again with save_csr.")
     return check_interactions(Interactions(indptr, items, meta['n_items'], meta['users']), str(out))
 
 # %% ../nbs/13_sequences.ipynb #a01d493c
@@ -121,7 +123,8 @@ def read_interactions(path:str|Path, # a `<dataset>.inter.json`, or a folder wri
     if not path.is_dir(): return read_inter_json(path, n_items)
     inter = load_csr(path)
     if n_items is not None and n_items != inter.n_items:
-        raise ValueError(f"{path} holds interactions over {inter.n_items:,} items, not n_items={n_items:,}: pass the catalog size it was written with, or write it again with save_csr.")
+        raise ValueError(f"{path} holds interactions over {inter.n_items:,} items, not n_items={n_items:,}: "
+                         "pass the catalog size it was written with, or write it again with save_csr.")
     return inter
 
 def interactions_fingerprint(inter:Interactions # the interactions
@@ -218,7 +221,8 @@ def synthetic_sequences(labels:np.ndarray, # [n_items, levels] category ids, coa
     "Users who move through the category tree with some persistence."
     labels = np.asarray(labels).reshape(len(labels), -1)
     if not 1 <= min_len <= max_len: raise ValueError(f"need 1 <= min_len <= max_len; got {min_len}, {max_len}.")
-    if stay < 0 or wander < 0 or stay + wander > 1: raise ValueError(f"stay={stay} and wander={wander} must be >= 0 with stay + wander <= 1.")
+    if stay < 0 or wander < 0 or stay + wander > 1:
+        raise ValueError(f"stay={stay} and wander={wander} must be >= 0 with stay + wander <= 1.")
     rng, n = np.random.default_rng(seed), len(labels)
     fine, parent = (_members(labels[:, l]) for l in (-1, max(labels.shape[1] - 2, 0)))
     def pick(tree, i):

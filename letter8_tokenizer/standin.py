@@ -1,4 +1,4 @@
-"""A server on 127.0.0.1 that answers the Kaggle API calls the chain makes, and runs each pushed notebook with papermill in a fake `/kaggle`: rehearse a chain offline
+"""A local server that answers the chain's Kaggle API calls and runs pushed notebooks in a fake `/kaggle`: rehearse a chain offline
 
 Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/standin.html.md"""
 

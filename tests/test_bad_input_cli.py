@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from letter8_tokenizer.cli import main
 from letter8_tokenizer.files import sha256_file
-from letter8_tokenizer.segments import notebook_parameters, RUN_PARAMETERS, run_paths, segment_items, segment_config, write_status
+from letter8_tokenizer.params import notebook_parameters, RUN_PARAMETERS, segment_config
+from letter8_tokenizer.runfolder import run_paths, segment_items, write_status
 from letter8_tokenizer.sequences import synthetic_sequences, save_csr
 
 def call(*argv):
@@ -179,7 +180,7 @@ def test_input_errors_exit_2(data, monkeypatch):
 
 def test_relative_paths_are_the_users(tmp_path, monkeypatch):
     "`run_notebooks` makes relative data paths absolute from the caller's folder: the kernel runs elsewhere."
-    from letter8_tokenizer.segments import resolve_paths
+    from letter8_tokenizer.params import resolve_paths
     monkeypatch.chdir(tmp_path)
     p = resolve_paths({'items_path': 'data/items.npy', 'cf_path': 'sasrec', 'config_path': '../c.yaml', 'retrieval_ids': 'items,random:0,ids/x.npy',
                        'resume_from': 'a/checkpoints, /abs/ck'})

@@ -6,8 +6,9 @@ import nbformat, numpy as np
 import pytest
 from letter8_tokenizer.cli import main
 from letter8_tokenizer.codes import CodeTable
-from letter8_tokenizer.segments import (segment_notebook, read_status, read_ledger, run_paths, write_status, record_segment, run_notebooks,
-                                        notebook_parameters, RUN_PARAMETERS, InputError)
+from letter8_tokenizer.runner import segment_notebook, read_ledger, record_segment, run_notebooks
+from letter8_tokenizer.runfolder import read_status, run_paths, write_status
+from letter8_tokenizer.params import notebook_parameters, RUN_PARAMETERS, InputError
 
 ARGS = ['--experiment', 'full', '--catalog-items', 300, '--overrides', '{"optim.epochs": 1}', '--retries', 1, '--threads', 1, '--quiet']
 

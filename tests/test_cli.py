@@ -114,7 +114,8 @@ RUN_TINY = ['--catalog-items', 500, '--threads', 1]
 
 def test_two_runs_on_one_folder(tmp_path):
     "A second `letter8 run` on a folder another run is writing fails at once, naming the holder; the first run loses nothing."
-    from letter8_tokenizer.segments import read_lock, verify_export, RunPaths
+    from letter8_tokenizer.runfolder import read_lock, RunPaths
+    from letter8_tokenizer.export import verify_export
     args = ['run', '--experiment', 'one', '--out', tmp_path, '--overrides', '{"optim.epochs": 30}', *RUN_TINY]
     a = subprocess.Popen([LETTER8, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     run, t = tmp_path/'one', time.time()
@@ -131,7 +132,7 @@ def test_two_runs_on_one_folder(tmp_path):
 
 HOOK = """import errno, os
 if os.environ.get('LETTER8_SEGMENT'):  # only inside segment kernels: the probe report hits a full disk half-way
-    import letter8_tokenizer.probe as _probe
+    import letter8_tokenizer.probe_report as _probe
     def _full(report, out_dir, title=''):
         os.makedirs(out_dir, exist_ok=True)
         open(os.path.join(out_dir, 'probe.html'), 'w').write('<html>half a page')
@@ -141,7 +142,8 @@ if os.environ.get('LETTER8_SEGMENT'):  # only inside segment kernels: the probe 
 
 def test_disk_full_during_export(tmp_path, monkeypatch):
     "ENOSPC while the export is written: a clear message, no retry, the run stays 'trained' with no half folder; the next run exports only."
-    from letter8_tokenizer.segments import read_status, verify_export, RunPaths
+    from letter8_tokenizer.runfolder import read_status, RunPaths
+    from letter8_tokenizer.export import verify_export
     from letter8_tokenizer.checkpoint import step_dirs
     (tmp_path/'hook').mkdir(); (tmp_path/'hook'/'sitecustomize.py').write_text(HOOK)
     monkeypatch.setenv('PYTHONPATH', os.pathsep.join([str(tmp_path/'hook'), *filter(None, [os.environ.get('PYTHONPATH')])]))

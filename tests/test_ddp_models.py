@@ -1,4 +1,4 @@
-"""Data-parallel SASRec (`cf.CFTask`) and generative retriever (`retrieval.RetrieverTask`) on 2 gloo ranks under
+"""Data-parallel SASRec (`cf.CFTask`) and generative retriever (`retriever.RetrieverTask`) on 2 gloo ranks under
 torchrun (`loop.run_distributed`, as tests/test_loop.py and tests/test_ddp.py launch them): a run stopped mid-way
 and resumed on 2 ranks ends with the weights, best weights and history of one process, to float rounding.
 
@@ -11,7 +11,8 @@ from letter8_tokenizer.sequences import synthetic_sequences, save_csr
 from letter8_tokenizer.checkpoint import Checkpointer
 from letter8_tokenizer.loop import run_distributed
 from letter8_tokenizer.cf import cf_segment
-from letter8_tokenizer.retrieval import retriever_segment, random_scheme
+from letter8_tokenizer.ids import random_scheme
+from letter8_tokenizer.retriever import retriever_segment
 
 WEIGHT_ATOL = 1e-5
 CF = dict(dim=16, max_len=10, blocks=1, dropout=0.0, batch_size=64, epochs=2, lr=5e-3)  # 5 batches per epoch, the last of 44 users
@@ -77,7 +78,7 @@ def test_cf_two_ranks_equal_one_process_and_resume(data):
 def test_retriever_two_ranks_equal_one_process_and_resume(data):
     tmp, inter = data
     kw = dict(inter=inter, scheme=str(tmp/'ids.npy'), config=RET)
-    one, two, ledger = one_then_two_ranks('letter8_tokenizer.retrieval:retriever_segment', retriever_segment, kw, tmp/'ret', 9)
+    one, two, ledger = one_then_two_ranks('letter8_tokenizer.retriever:retriever_segment', retriever_segment, kw, tmp/'ret', 9)
     assert [s['world_size'] for s in ledger] == [2, 2] and two['world_size'] == 2
     (gap, keys), (best, _) = max_gap(one['model'], two['model']), max_gap(one['best_model'], two['best_model'])
     print(f'retriever: largest weight difference, 2 ranks vs 1 process: {gap:.2e} (best weights {best:.2e}; attention key biases {keys:.2e})')

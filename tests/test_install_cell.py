@@ -1,6 +1,6 @@
 """The segment notebook's first cell on a kernel that does not have the kit (a fresh Kaggle kernel).
 
-The cell is `kaggle.install_cell_source()`: `ensure_installed`'s own source and a call. Here it runs, as the
+The cell is `install.install_cell_source()`: `ensure_installed`'s own source and a call. Here it runs, as the
 notebook holds it, in a fresh virtual environment whose "image" is this project's environment minus the kit
 (what a Kaggle image has), with a wheels folder built by `build_wheelhouse` (the kit's wheel and
 `wheelhouse.json`, no download) mounted under a fake `/kaggle/input`. No package index is used.
@@ -9,7 +9,7 @@ import os, subprocess, sys, venv
 from pathlib import Path
 import nbformat
 import pytest
-from letter8_tokenizer.kaggle import build_wheelhouse, install_cell_source
+from letter8_tokenizer.install import build_wheelhouse, install_cell_source
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,7 +50,7 @@ def test_cell_installs_from_the_attached_wheels(kernel):
     "Run as it stands in the notebook: it finds the wheels dataset, installs with --no-index, and the kit imports in the same process."
     py, tmp, wheels, env = kernel
     script = tmp/'cell.py'
-    script.write_text(install_cell_source() + "\nimport letter8_tokenizer, letter8_tokenizer.kaggle\nprint('imported', letter8_tokenizer.__file__)\n")
+    script.write_text(install_cell_source() + "\nimport letter8_tokenizer, letter8_tokenizer.install\nprint('imported', letter8_tokenizer.__file__)\n")
     out = subprocess.run([str(py), str(script)], capture_output=True, text=True, env=env, cwd=tmp, timeout=600)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     assert f'letter8_tokenizer: installed from the wheels in {wheels}' in out.stdout, out.stdout

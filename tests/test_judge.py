@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 import torch
 from letter8_tokenizer.data import synthetic_catalog
-from letter8_tokenizer.retrieval import (RetrieverTask, T5Retriever, rqkmeans_scheme, retrieval_run, report_rows, paired_table)
+from letter8_tokenizer.ids import rqkmeans_scheme
+from letter8_tokenizer.retriever import RetrieverTask, T5Retriever
+from letter8_tokenizer.judge import retrieval_run, report_rows, paired_table
 from letter8_tokenizer.sequences import leave_one_out, synthetic_sequences, save_csr
 from test_retrieval import RET_DRIVER
 

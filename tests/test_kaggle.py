@@ -16,13 +16,13 @@ import pytest
 # KAGGLE_API_TOKEN set then would be checked against api.kaggle.com.
 for _k in [k for k in os.environ if k.startswith('KAGGLE_')]: os.environ.pop(_k)
 import contextlib, io  # noqa: E402
-from letter8_tokenizer.kaggle import kaggle_config_dir  # noqa: E402
+from letter8_tokenizer.chain import kaggle_config_dir  # noqa: E402
 kaggle_config_dir()  # the client makes it at import without exist_ok: two xdist workers importing at once on a fresh machine race
 with contextlib.redirect_stdout(io.StringIO()): import kaggle  # noqa: E402,F401  (prints auth help when no creds)
 
 from letter8_tokenizer.standin import KaggleStandin  # noqa: E402
-from letter8_tokenizer.kaggle import (KaggleAuthError, KaggleChain, KaggleKernelError, KaggleQuotaExhausted,  # noqa: E402
-                                      build_wheelhouse, install_offline, kaggle_api)
+from letter8_tokenizer.chain import KaggleAuthError, KaggleChain, KaggleKernelError, KaggleQuotaExhausted, kaggle_api  # noqa: E402
+from letter8_tokenizer.install import build_wheelhouse, install_offline  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -43,7 +43,7 @@ kill_after_s: float = 0.0
 '''
 
 BODY = '''
-import json, time
+import hashlib, json, time
 from pathlib import Path
 import numpy as np
 t0 = time.time()
@@ -71,7 +71,8 @@ while step < total:
     state = state * 0.9 + np.random.default_rng(step).normal(size=8)
     step += 1
     tmp = ck/f'.tmp-{step}'; tmp.mkdir()
-    np.save(tmp/'state.npy', state); (tmp/'manifest.json').write_text(json.dumps({'step': step}))
+    np.save(tmp/'state.npy', state); b = (tmp/'state.npy').read_bytes()  # a manifest `checkpoint.verify_checkpoint` accepts
+    (tmp/'manifest.json').write_text(json.dumps({'step': step, 'files': {'state.npy': {'size': len(b), 'sha256': hashlib.sha256(b).hexdigest()}}}))
     tmp.rename(ck/f'step-{step:09d}')
     for s, p in sorted(committed(ck))[:-2]:
         for f in p.iterdir(): f.unlink()
@@ -231,7 +232,7 @@ def test_plan_warns_over_quota(env, standin, fake_nb):
 
 CHAIN_SCRIPT = '''
 import json, sys, time
-from letter8_tokenizer.kaggle import KaggleChain
+from letter8_tokenizer.chain import KaggleChain
 a = json.loads(sys.argv[1])
 KaggleChain(a['state'], a['nb'], 'tester/letter8-segment', 'tester/letter8-checkpoints', experiment='run',
             params={'overrides': json.dumps({'steps': 36, 'step_s': 0.05}), 'catalog_items': 64}, accelerator='T4',
@@ -263,7 +264,7 @@ def test_offline_install_from_a_wheel_folder(tmp_path):
     assert list(wheels.glob('letter8_tokenizer-*.whl')) and (wheels/'dataset-metadata.json').is_file()
     cmd = install_offline(wheels, extra='cpu', no_deps=True, target=tmp_path/'site')
     assert cmd[3:7] == ['install', '--no-index', '--find-links', str(wheels)] and cmd[-1] == 'letter8-tokenizer[cpu]'
-    assert (tmp_path/'site'/'letter8_tokenizer'/'kaggle.py').is_file()
+    assert (tmp_path/'site'/'letter8_tokenizer'/'chain.py').is_file()
 
 
 SEGMENT = ROOT/'nbs'/'segment.ipynb'

@@ -1,13 +1,25 @@
-"""The architecture rules of DESIGN.md, checked on the source: no import circles, the infrastructure knows nothing of
-tokenizers or recommendation, `segments` and `kaggle` drive notebooks and files without loading torch, and the pages
-stay readable (no notebook cell over 40 lines, no exported function over 50)."""
+"""The architecture rules of the Architecture page (nbs/architecture.ipynb), checked on the source: every module on one
+floor, no module reads a floor above its own, no import circles, the infrastructure knows nothing of tokenizers or
+recommendation, the modules that drive notebooks and files load without torch, and the code stays readable (no module
+over 700 lines, no line over 140 characters, no notebook cell over 40 lines, no exported function over 50).
+`FLOORS`, `NO_TORCH` and the limits are read from that page, so the page and this test hold one map."""
 import ast, json, subprocess, sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT/'letter8_tokenizer'
-# the parts that save and resume any training: they may import each other, never the kit's models or data
-INFRA = {'files', 'session', 'progress', 'arrays', 'checkpoint', 'distributed', 'loop'}
+PAGE = ROOT/'nbs'/'architecture.ipynb'
+
+def page_rules() -> dict:
+    "The names the Architecture page defines in its cell that starts with `FLOORS = `."
+    src = next(''.join(c['source']) for c in json.loads(PAGE.read_text())['cells']
+               if c['cell_type'] == 'code' and ''.join(c['source']).startswith('FLOORS = '))
+    ns = {}; exec(src, ns)
+    return ns
+
+RULES = page_rules()
+FLOORS = RULES['FLOORS']
+INFRA = set(FLOORS['infrastructure'])
 
 def imports_of(path:Path) -> set:
     "Every module of the package that `path` imports, at the top or inside a function."
@@ -24,6 +36,18 @@ def imports_of(path:Path) -> set:
 
 def graph() -> dict:
     return {p.stem: imports_of(p) for p in PKG.glob('*.py') if not p.stem.startswith('_')}
+
+def floor_of(m:str) -> int:
+    return next(i for i, mods in enumerate(FLOORS.values()) if m in mods)
+
+def test_every_module_on_one_floor():
+    listed = [m for mods in FLOORS.values() for m in mods]
+    assert len(listed) == len(set(listed)), f'modules on two floors: {sorted({m for m in listed if listed.count(m) > 1})}'
+    assert set(graph()) == set(listed), f'on no floor: {sorted(set(graph()) - set(listed))}; listed but gone: {sorted(set(listed) - set(graph()))}'
+
+def test_no_module_reads_a_floor_above():
+    up = [(m, d) for m, ds in graph().items() for d in sorted(ds) if floor_of(d) > floor_of(m)]
+    assert not up, f'imports of a floor above (module, imported), see nbs/architecture.ipynb: {up}'
 
 def test_no_import_circles():
     g, state, cycle = graph(), {}, []
@@ -42,10 +66,21 @@ def test_infrastructure_knows_no_models():
     assert INFRA <= set(g), f'missing modules: {INFRA - set(g)}'
     assert not bad, f'infrastructure modules importing model-level parts: {bad}'
 
-def test_segments_and_kaggle_load_no_torch():
-    code = 'import sys, letter8_tokenizer.segments, letter8_tokenizer.kaggle; print("torch" in sys.modules)'
+def test_notebook_drivers_load_no_torch():
+    code = ('import sys; ' + '; '.join(f'import letter8_tokenizer.{m}' for m in RULES['NO_TORCH'])
+            + '; print("torch" in sys.modules)')
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout.strip()
-    assert out == 'False', 'importing segments or kaggle loads torch'
+    assert out == 'False', f"importing {RULES['NO_TORCH']} loads torch"
+
+def test_modules_and_lines_stay_short():
+    big, wide = [], []
+    for p in sorted(PKG.glob('*.py')):
+        if p.stem.startswith('_'): continue
+        lines = p.read_text().splitlines()
+        if len(lines) > RULES['MAX_MODULE_LINES']: big.append(f'{p.name}: {len(lines)} lines')
+        wide += [f'{p.name}:{i}: {len(l)} characters' for i, l in enumerate(lines, 1) if len(l) > RULES['MAX_LINE']]
+    assert not big, f"modules over {RULES['MAX_MODULE_LINES']} lines (split them by concept): {big}"
+    assert not wide, f"lines over {RULES['MAX_LINE']} characters (wrap them in the notebooks): {wide[:20]} ... {len(wide)} in all"
 
 def _cells():
     for nb in sorted((ROOT/'nbs').rglob('*.ipynb')):

@@ -1,17 +1,18 @@
 """The tokenizer learns on real embeddings: on a WordNet subset, trained with a codebook refit after every epoch, its
 codes rebuild the items better than the training-free init (`residual_init` on the embeddings) and far better than
 random codes, probe at least as well as the init, and use their codebooks; margins do not depend on thread count or
-float rounding. Issue 13's full bars (20k items, 8 x 256) are measured by bench/bench_learning.py."""
+float rounding. Issue 13's full bars (20k items, 8 x 256) are measured by bench/learning/train_wordnet.py."""
 import copy, os
 import numpy as np, pytest, torch
 from pathlib import Path
 from conftest import require_system
 from letter8_tokenizer.config import Config, override
-from letter8_tokenizer.data import WORDNET_NOUNS, WORDNET_PACKAGE, wordnet_catalog
+from letter8_tokenizer.text import WORDNET_NOUNS, WORDNET_PACKAGE, wordnet_catalog
 from letter8_tokenizer.kmeans import residual_init
-from letter8_tokenizer.probe import shuffle_codes, code_metrics, probe_gaps, learning_health
-from letter8_tokenizer.model import (build_tokenizer, init_codebooks, make_optimizer, train_step, refresh_groups, refit_codebooks,
-                                     encode, decode, decoder_step)
+from letter8_tokenizer.probe import shuffle_codes
+from letter8_tokenizer.health import code_metrics, probe_gaps, learning_health
+from letter8_tokenizer.model import build_tokenizer, refresh_groups, encode, decode
+from letter8_tokenizer.train import init_codebooks, make_optimizer, train_step, refit_codebooks, decoder_step
 
 N, LEVELS, K, EPOCHS = 4000, 8, 32, 20
 SMALL = {'model.levels': LEVELS, 'model.codebook_size': K, 'model.hidden': [256], 'optim.batch_size': 256, 'optim.epochs': EPOCHS}  # the default loss, loss.first_letter included
@@ -137,7 +138,7 @@ def test_held_out_split_and_early_stopping(catalog, tmp_path):
     starts from epoch 1's weights; it lowers the unseen items' error (measured 0.695, 0.688, 0.686, 0.685), so the
     run ends on its last epoch. The guard then reads the unseen items against the init (measured 0.992x its error:
     'Memorised, not learned' from 0.99 up), and a run without a gain on them never reads 'ok'. On WordNet 20k the same
-    split gains 5% over the init (bench/bench_early_stop.py)."""
+    split gains 5% over the init (bench/learning/train_wordnet.py)."""
     from letter8_tokenizer.train import train_segment, resolve_config
     from letter8_tokenizer.loop import read_metrics
     from letter8_tokenizer.checkpoint import Checkpointer

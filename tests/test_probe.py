@@ -1,4 +1,4 @@
-"Small, hand-checkable tests of letter8_tokenizer.probe: each statistic, the baselines, the verdict, and the report files."
+"Small, hand-checkable tests of letter8_tokenizer.probe and probe_report: each statistic, the baselines, the verdict, and the report files."
 import json, re
 import numpy as np
 import pytest
@@ -7,9 +7,9 @@ from letter8_tokenizer.codes import check_codes
 from letter8_tokenizer.kmeans import residual_init
 from letter8_tokenizer.probe import (perplexity, code_usage, prefix_ids, collisions, collision_buckets,
                                      reconstruction, split_items, shuffle_codes, prefix_features, prefix_probe,
-                                     majority_accuracy, neighbour_ratio, nearest, probe, compare, write_report,
-                                     code_items, judge, gains, relative_spread, item_variance,
+                                     majority_accuracy, neighbour_ratio, judge_codes, gains, relative_spread, item_variance,
                                      mean_reconstruction_mse, item_mse, VERDICTS)
+from letter8_tokenizer.probe_report import nearest, probe, compare, write_report, code_items
 
 # six items, three levels: a = 0 0 0 1 1 1; items 3 and 4 share all letters
 CODES = np.array([[0, 0, 0], [0, 0, 1], [0, 1, 0], [1, 2, 0], [1, 2, 0], [1, 3, 2]])
@@ -193,7 +193,8 @@ def test_init_codes_computed_and_compared(cat):
 
 def test_probes_judged_against_several_inits(cat, tmp_path):
     "With `init_seeds`, a probe row's `init` is the mean of that many inits (seeds 0, 1, ...), each scored on the same folds."
-    from letter8_tokenizer.probe import prefix_probe_cv, pooled_gap
+    from letter8_tokenizer.probe import prefix_probe_cv
+    from letter8_tokenizer.stats import pooled_gap
     emb, labels, init = cat
     rep = probe(init.codes, emb, labels=labels, raw_probe=False, pairs=500, init_seeds=2)
     assert 'seeds 0-1' in rep.meta['init'] and (rep.data['init'] == init.codes).all()  # the other rows: seed 0's init
@@ -249,13 +250,13 @@ def test_judge_uses_margins_not_rounding():
                 dict(statistic='neighbour ratio', at='a', better='lower', decides=True, trained=ratio[0], init=ratio[1], random=ratio[2])]
     # differences well inside the margins are ties, whatever the last bits are
     tie = rows(0.50 + 1e-12, 0.50, 0.20, (0.80, 0.80 + 1e-12, 1.0))
-    assert judge(tie)['verdict'] == 'no better than init' and judge(tie)['status']['init'] == dict(probes='level', neighbours='level')
-    assert judge(rows(0.60, 0.50, 0.20, (0.70, 0.80, 1.0)))['verdict'] == 'ok'
-    assert judge(rows(0.60, 0.50, 0.20, (0.70, 0.80, 1.0)), probe_margin=0.2)['verdict'] == 'ok'  # probes tie, neighbours still better
-    assert judge(rows(0.60, 0.50, 0.20, (0.70, 0.80, 1.0)), probe_margin=0.2, ratio_margin=0.2)['verdict'] == 'no better than init'  # both tie
-    assert judge(rows(0.21, 0.50, 0.20, (0.99, 0.80, 1.0)))['verdict'] == 'no better than random'
+    assert judge_codes(tie)['verdict'] == 'no better than init' and judge_codes(tie)['status']['init'] == dict(probes='level', neighbours='level')
+    assert judge_codes(rows(0.60, 0.50, 0.20, (0.70, 0.80, 1.0)))['verdict'] == 'ok'
+    assert judge_codes(rows(0.60, 0.50, 0.20, (0.70, 0.80, 1.0)), probe_margin=0.2)['verdict'] == 'ok'  # probes tie, neighbours still better
+    assert judge_codes(rows(0.60, 0.50, 0.20, (0.70, 0.80, 1.0)), probe_margin=0.2, ratio_margin=0.2)['verdict'] == 'no better than init'  # both tie
+    assert judge_codes(rows(0.21, 0.50, 0.20, (0.99, 0.80, 1.0)))['verdict'] == 'no better than random'
     assert gains(rows(0.6, 0.5, 0.2, (0.7, 0.8, 1.0)), 'random') == pytest.approx(dict(probes=0.4, neighbours=0.3))
-    assert judge(rows(0.6, 0.5, 0.2, (0.7, 0.8, 1.0)), latent_spread=0.005)['verdict'] == 'collapsed'
+    assert judge_codes(rows(0.6, 0.5, 0.2, (0.7, 0.8, 1.0)), latent_spread=0.005)['verdict'] == 'collapsed'
 
 
 def test_reconstruction_in_the_input_space(cat):

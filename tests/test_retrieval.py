@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 from letter8_tokenizer.data import synthetic_catalog
-from letter8_tokenizer.retrieval import (IdScheme, PrefixTrie, RetrieverTask, Retriever, beam_search, evaluate_scheme,
-                                         random_like, random_scheme, retriever_config, rqkmeans_scheme,
-                                         scheme_from_index_json, summarise, FIRST, BOS)
+from letter8_tokenizer.ids import IdScheme, PrefixTrie, random_like, random_scheme, rqkmeans_scheme, scheme_from_index_json
+from letter8_tokenizer.retriever import RetrieverTask, Retriever, beam_search, retriever_config, FIRST, BOS
+from letter8_tokenizer.judge import evaluate_scheme, summarise
 from letter8_tokenizer.sequences import from_lists, leave_one_out, synthetic_sequences
 
 from conftest import require_shared
@@ -93,7 +93,8 @@ RET_DRIVER = r'''
 import sys, json, numpy as np, torch
 torch.set_num_threads(1)
 from letter8_tokenizer.sequences import read_interactions, leave_one_out
-from letter8_tokenizer.retrieval import IdScheme, RetrieverTask
+from letter8_tokenizer.ids import IdScheme
+from letter8_tokenizer.retriever import RetrieverTask
 from letter8_tokenizer.loop import run_segment
 ck, inter, codes, cfg, kill = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), float(sys.argv[5])
 t = RetrieverTask(IdScheme(np.load(codes), 16, 'rq-kmeans'), leave_one_out(read_interactions(inter), 10), cfg); t.save_every_steps = 5

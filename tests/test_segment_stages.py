@@ -6,7 +6,8 @@ import json, shutil
 from pathlib import Path
 import numpy as np
 import pytest
-from letter8_tokenizer.segments import run_notebooks, read_status, RunPaths, stage_inputs
+from letter8_tokenizer.runner import run_notebooks
+from letter8_tokenizer.runfolder import read_status, RunPaths, stage_inputs
 from letter8_tokenizer.data import synthetic_catalog
 from letter8_tokenizer.sequences import synthetic_sequences
 from letter8_tokenizer.export import verify_export

@@ -4,8 +4,10 @@ the final progress panel (no stale 0% bar, no widget)."""
 import json, subprocess, sys
 from pathlib import Path
 import pytest
-from letter8_tokenizer.segments import (run_notebooks, segment_notebook, read_status, RunPaths, verify_export, read_lock,
-                                        InputError)
+from letter8_tokenizer.runner import run_notebooks, segment_notebook
+from letter8_tokenizer.runfolder import read_status, RunPaths, read_lock
+from letter8_tokenizer.params import InputError
+from letter8_tokenizer.export import verify_export
 from letter8_tokenizer.checkpoint import step_dirs
 from letter8_tokenizer.codes import CodeTable
 
@@ -184,9 +186,10 @@ def test_parameters_are_declared_once(tmp_path):
     names. A parameter added to (or renamed in) any one of these places and not the declaration fails here."""
     import inspect, papermill as pm
     from fastcore.docments import docments
-    from letter8_tokenizer.segments import notebook_parameters, parameters_cell_source, RUN_PARAMETERS
+    from letter8_tokenizer.params import notebook_parameters, parameters_cell_source, RUN_PARAMETERS
     from letter8_tokenizer.cli import run, new, parser, forwarded
-    from letter8_tokenizer.kaggle import KaggleChain, CHAIN_SETS, DATA_PARAMETERS
+    from letter8_tokenizer.chain import KaggleChain, CHAIN_SETS
+    from letter8_tokenizer.kernels import DATA_PARAMETERS
     decl = docments(notebook_parameters, full=True, returns=False)
     show = lambda v: json.dumps(v) if isinstance(v, str) else repr(v)
     cell = [c for c in json.loads(NB.read_text())['cells'] if 'parameters' in c['metadata'].get('tags', [])]

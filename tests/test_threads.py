@@ -11,7 +11,8 @@ from letter8_tokenizer.data import synthetic_catalog
 from letter8_tokenizer.loop import RacyAccumulation, run_segment
 from letter8_tokenizer.train import TokenizerTask
 from letter8_tokenizer.cf import CFConfig, CFTask
-from letter8_tokenizer.retrieval import RetrieverTask, rqkmeans_scheme
+from letter8_tokenizer.ids import rqkmeans_scheme
+from letter8_tokenizer.retriever import RetrieverTask
 from letter8_tokenizer.sequences import synthetic_sequences, leave_one_out
 from test_loop import assert_same_state
 

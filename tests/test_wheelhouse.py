@@ -12,7 +12,7 @@ Both talk to the package index (PyPI) while building; the install itself uses no
 import subprocess, sys, venv
 from pathlib import Path
 import pytest
-from letter8_tokenizer.kaggle import own_wheel, wheelhouse_plan, build_wheelhouse
+from letter8_tokenizer.install import own_wheel, wheelhouse_plan, build_wheelhouse
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -3,8 +3,8 @@ import json
 import numpy as np
 import pytest
 from conftest import require_system
-from letter8_tokenizer.data import (WORDNET_NOUNS, WORDNET_PACKAGE, wordnet_catalog, read_synsets, hypernym_chains, wordnet_labels,
-                                    same_label_distance_ratio)
+from letter8_tokenizer.data import same_label_distance_ratio
+from letter8_tokenizer.text import WORDNET_NOUNS, WORDNET_PACKAGE, wordnet_catalog, read_synsets, hypernym_chains, wordnet_labels
 
 @pytest.fixture(scope='module')
 def catalog(tmp_path_factory):

@@ -2,7 +2,8 @@
 import torch
 from letter8_tokenizer.config import Config, override
 from letter8_tokenizer.distributed import pick_device, has_torch_xla
-from letter8_tokenizer.model import Letter8, make_optimizer
+from letter8_tokenizer.model import Letter8
+from letter8_tokenizer.train import make_optimizer
 
 def test_xla_is_picked_when_asked():
     assert has_torch_xla()
@@ -14,7 +15,8 @@ def test_sasrec_and_the_retriever_take_xla_by_name():
     import numpy as np
     from letter8_tokenizer.cli import check_device
     from letter8_tokenizer.cf import CFTask
-    from letter8_tokenizer.retrieval import RetrieverTask, IdScheme
+    from letter8_tokenizer.ids import IdScheme
+    from letter8_tokenizer.retriever import RetrieverTask
     from letter8_tokenizer.sequences import synthetic_sequences, leave_one_out
     check_device('xla')
     split = leave_one_out(synthetic_sequences(np.arange(40)[:, None] % 4, n_users=30, min_len=4, max_len=8, seed=0), 6)

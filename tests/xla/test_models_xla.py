@@ -7,7 +7,8 @@ import torch_xla.debug.metrics as met
 from letter8_tokenizer.data import synthetic_catalog
 from letter8_tokenizer.sequences import synthetic_sequences, leave_one_out
 from letter8_tokenizer.cf import CFTask
-from letter8_tokenizer.retrieval import RetrieverTask, rqkmeans_scheme
+from letter8_tokenizer.ids import rqkmeans_scheme
+from letter8_tokenizer.retriever import RetrieverTask
 from letter8_tokenizer.loop import run_segment, read_metrics
 from letter8_tokenizer.checkpoint import Checkpointer
 

@@ -1,10 +1,10 @@
 """A segment notebook on XLA, as on a Kaggle TPU: papermill runs `nbs/segment.ipynb` with `device: xla` in a kernel that
-sees four XLA CPU devices (`CPU_NUM_DEVICES=4`). Its `Session` picks the device first and turns SPMD on, so the tokenizer
+sees four XLA CPU devices (`CPU_NUM_DEVICES=4`). Its `Segment` picks the device first and turns SPMD on, so the tokenizer
 trains on all four devices: `status.json` and the ledger say so, and the run ends `done`."""
 import json, os
 from pathlib import Path
 from letter8_tokenizer.checkpoint import Checkpointer
-from letter8_tokenizer.segments import execute_segment
+from letter8_tokenizer.runner import execute_segment
 
 NB = Path(__file__).resolve().parents[2]/'nbs'/'segment.ipynb'
 TINY = {'optim.epochs': 2, 'optim.batch_size': 128, 'schedule.log_every_s': 3600.0}

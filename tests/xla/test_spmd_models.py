@@ -16,7 +16,8 @@ if sys.argv[2] == 'spmd': xr.use_spmd()
 from letter8_tokenizer.data import synthetic_catalog
 from letter8_tokenizer.sequences import synthetic_sequences, leave_one_out
 from letter8_tokenizer.cf import CFTask
-from letter8_tokenizer.retrieval import RetrieverTask, rqkmeans_scheme
+from letter8_tokenizer.ids import rqkmeans_scheme
+from letter8_tokenizer.retriever import RetrieverTask
 from letter8_tokenizer.loop import run_segment
 from letter8_tokenizer.distributed import spmd_on
 out = sys.argv[1]

@@ -105,7 +105,8 @@ def test_deadline_times_xla_steps_at_read_points(items, tmp_path, monkeypatch):
 
 def test_losses_stay_on_the_device_and_every_step_is_recorded(items, whole):
     "`train_step` leaves its losses on the XLA device (no host read in the step); the loop reads them at its read points and still records every step."
-    from letter8_tokenizer.model import build_tokenizer, init_codebooks, make_optimizer, train_step
+    from letter8_tokenizer.model import build_tokenizer
+    from letter8_tokenizer.train import init_codebooks, make_optimizer, train_step
     from letter8_tokenizer.loop import read_metrics
     model = build_tokenizer(CFG, items).to(torch_xla.device()); init_codebooks(model, items); opt = make_optimizer(model)
     b = next(iter(items.batches(CFG.optim.batch_size, seed=0, epoch=0, drop_last=True)))
