@@ -33,6 +33,7 @@ def data(tmp_path_factory):
     np.save(d/'cf_short.npy', rng.normal(size=(50, 8)).astype(np.float32))
     np.save(d/'labels_float.npy', rng.normal(size=120))
     (d/'notes.txt').write_text('not an array\n')
+    np.save(d/'huge_codes.npy', rng.integers(0, 10**9, size=(120, 3)))  # values, not code indices
     (d/'folder').mkdir(); (d/'folder'/'readme.txt').write_text('x')
     (d/'bad.yaml').write_text('model: [unclosed\n')
     (d/'one.inter.json').write_text(json.dumps({f'u{i}': [i] for i in range(30)}))
@@ -127,6 +128,12 @@ CASES = [  # (argv, what the message must show)
     (['encode', TOK, CAT, 'codes.npy', '--index-json', CAT], f'--index-json {CAT}: it is the ITEMS file'),
     (['probe', 'codes.npy', CAT, CAT], f'OUT {CAT}: it is the ITEMS file'),
     (['probe', 'codes.npy', CAT, 'otherrun'], 'OUT otherrun: the folder exists and holds other files'),
+    # an output under a file, or where nobody may write (issue 60's held-out cases)
+    (['encode', TOK, CAT, 'notes.txt/codes.npy'], 'OUT notes.txt/codes.npy: notes.txt is a file, not a folder'),
+    (['encode', TOK, CAT, '/proc/letter8/codes.npy'], 'OUT /proc/letter8/codes.npy: cannot write in /proc'),
+    (['probe', 'huge_codes.npy', CAT, 'huge_probe'], 'over the 16,777,216 a probe counts'),
+    (['kaggle', 'plan', '--steps-left', '1000000000000000', '--step-s', '0.1'], 'check steps_left'),
+    (['kaggle', 'plan', '--steps-left', '100', '--step-s', '1e15'], 'one step is longer than'),
     # letter8 demo: every flag checked before the last demo's runs are moved
     (['demo', '--out', 'demo', '--items', '0'], '--items 0'),
     (['demo', '--out', 'demo', '--items', '-3'], '--items -3'),
