@@ -56,10 +56,11 @@ def bootstrap_se(a:np.ndarray, # [n] per-user scores of scheme A, or [seeds, n] 
                  draws:int=2000, # bootstrap resamples of the users
                  seed:int=0, # seeds the resampling
                 ) -> float:
-    "Standard error of mean(A - B), resampling users (for `[seeds, n]` scores, seeds too): the check on the formula."
+    "Standard error of mean(A - B), resampling users (for `[seeds, n]` scores, seeds too, their spread rescaled): the check on the formula."
     d, rng = np.asarray(a, np.float64) - np.asarray(b, np.float64), np.random.default_rng(seed)
     if d.ndim == 1: return float(np.std([d[rng.integers(0, len(d), len(d))].mean() for _ in range(draws)], ddof=1))
     s, n = d.shape
+    if s > 1: d = d + (math.sqrt(s / (s - 1)) - 1) * (d.mean(1) - d.mean())[:, None]  # S draws of S seeds keep (S-1)/S of their variance
     return float(np.std([d[np.ix_(rng.integers(0, s, s), rng.integers(0, n, n))].mean() for _ in range(draws)], ddof=1))
 
 # %% ../nbs/01b_stats.ipynb #b72ddd26
