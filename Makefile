@@ -25,7 +25,7 @@ system-deps:
 PIP_INSTALL := -m pip install -q --no-cache-dir
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	bash scripts/need_disk.sh 3 $(VENV) "the kit's environment ($(VENV))"
-	$(BIN)/python $(PIP_INSTALL) --upgrade pip
+	$(BIN)/python $(PIP_INSTALL) --upgrade pip "setuptools>=77"
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python $(PIP_INSTALL) $(TORCH_SPEC) $(TORCH_PIP_ARGS)
 	$(BIN)/python $(PIP_INSTALL) -e ".[$(EXTRAS)]"
 	touch $@
@@ -75,7 +75,7 @@ XLA_SPEC ?= torch==2.8.0 torch-xla==2.8.0
 $(XLA_VENV)/.installed: pyproject.toml
 	bash scripts/need_disk.sh 10 $(XLA_VENV) "Kaggle's torch 2.8 + torch-xla environment ($(XLA_VENV))"
 	test -x $(XLA_VENV)/bin/python || $(PYTHON) -m venv $(XLA_VENV)
-	$(XLA_VENV)/bin/python $(PIP_INSTALL) --upgrade pip
+	$(XLA_VENV)/bin/python $(PIP_INSTALL) --upgrade pip "setuptools>=77"
 	$(XLA_VENV)/bin/python $(PIP_INSTALL) $(XLA_SPEC)
 	$(XLA_VENV)/bin/python $(PIP_INSTALL) -e ".[$(EXTRAS)]" $(XLA_SPEC)
 	touch $@

@@ -23,8 +23,8 @@ from .config import build_config, num_range, range_error
 from .data import batch_slice
 from .files import replace_atomic
 from .session import Deadline
-from .distributed import Shard, pick_device, host_floats, seed_device, shard_batch
-from .loop import read_losses
+from .distributed import Shard, pick_device, host_floats, seed_device, shard_batch, resolve_precision, PRECISIONS
+from .loop import read_losses, autocast_for, grad_scaler, scaled_backward, optimizer_step
 from .loop import Trainable, SegmentResult, run_segment
 from .sequences import Split, leave_one_out, read_interactions, interactions_fingerprint, train_counts
 from .stats import rank_metrics
@@ -43,6 +43,7 @@ class CFConfig:
     epochs: int = 200 # passes over the users, at most
     patience: int = 10 # stop after this many evaluations without a better validation NDCG@10
     seed: int = 0 # weights, dropout and user order
+    precision: str = 'auto' # the forward: 'auto' (the device decides, `distributed.resolve_precision`), 'float32', 'bfloat16', 'float16'
 
 # %% ../nbs/15_cf.ipynb #c3c928ec
 _CF_RANGES = {k: num_range(1) for k in ('dim', 'max_len', 'blocks', 'heads', 'batch_size', 'epochs', 'patience')}
@@ -53,6 +54,7 @@ def cf_config(d:dict|CFConfig|None=None # plain data (any subset of the fields),
     "A checked `CFConfig`: unknown keys, wrong types and out-of-range values raise, naming the key."
     cfg = build_config(CFConfig, d, _CF_RANGES)
     if cfg.dim % cfg.heads: raise range_error('dim', cfg.dim, f'a multiple of heads ({cfg.heads})')
+    if cfg.precision not in PRECISIONS: raise range_error('precision', cfg.precision, ' or '.join(map(repr, PRECISIONS)))
     return cfg
 
 # %% ../nbs/15_cf.ipynb #fd926f6a
@@ -82,9 +84,9 @@ class SASRec(nn.Module):
         if targets is None: return h
         keep = targets > 0  # the loss inside forward: `DistributedDataParallel` sees every use of the item table
         if tokens.device.type == 'xla':  # one shape for every batch: all positions scored, the padded ones weighted 0
-            ce = F.cross_entropy(self.scores(h).flatten(0, 1), (targets - 1).clamp(min=0).flatten(), reduction='none')
+            ce = F.cross_entropy(self.scores(h).flatten(0, 1).float(), (targets - 1).clamp(min=0).flatten(), reduction='none')
             return (ce * keep.flatten()).sum()
-        return F.cross_entropy(self.scores(h[keep]), targets[keep] - 1, reduction='sum')
+        return F.cross_entropy(self.scores(h[keep]).float(), targets[keep] - 1, reduction='sum')  # float32 under autocast too
 
     def scores(self, h:torch.Tensor # [..., dim] hidden states
               ) -> torch.Tensor:
@@ -140,12 +142,15 @@ def evaluate_cf(model:SASRec, # trained model
 class CFTask(Trainable):
     "SASRec on a split's training rows as a `loop.Trainable`: validation NDCG@10 and early stopping at epoch ends."
     distributed = True # under DDP each rank trains on its users of every batch
+    precision_keys = ('precision',) # a checkpoint differing only in it continues under 'auto' (`Trainable.accepts_config`)
     def __init__(self, split:Split, # leave-one-out split of the interactions
                  cfg:CFConfig|None=None, # hyperparameters
                  device:str|None=None, # None or 'auto': this rank's GPU, else a TPU, else the CPU (`distributed.pick_device`); 'xla': XLA
                 ):
         self.split, self.cfg = split, cf_config(cfg)
         self.device = pick_device(device)
+        self.precision = resolve_precision(self.cfg.precision, self.device)  # refused here, before any work
+        self.scaler = grad_scaler(self.precision, self.device)  # float16's loss scaler; the loop checkpoints it
         seed_device(self.device, self.cfg.seed)
         self.model = SASRec(split.inter.n_items, self.cfg).to(self.device)
         self.opt = torch.optim.Adam(self.model.parameters(), lr=self.cfg.lr, betas=(0.9, 0.98))
@@ -192,10 +197,10 @@ def step(self:CFTask, idx:np.ndarray, # users of the batch
     n = torch.tensor(float((self.y[idx] > 0).sum()), device=self.device)
     if shard is not None: idx = shard.take(idx)
     x, y = (shard_batch(torch.as_tensor(a[idx], device=self.device)) for a in (self.x, self.y))  # under SPMD: rows over every chip
-    part = (self.ddp or self.model)(x, y) / n  # this rank's share of the batch's mean loss
+    with autocast_for(self.precision, self.device): part = (self.ddp or self.model)(x, y) / n  # this rank's share of the mean loss
     self.opt.zero_grad(set_to_none=True)
-    (part * (shard.world if shard else 1)).backward()  # DDP averages the ranks' gradients: world x mean = the sum of the shares'
-    self.opt.step()
+    scaled_backward(part * (shard.world if shard else 1), self.scaler)  # DDP averages the ranks' gradients: world x mean = their sum
+    optimizer_step(self.opt, self.scaler)
     self.losses.append(_batch_loss(part, shard))
     return {'loss': self.losses[-1]}
 

@@ -100,7 +100,7 @@ def as_flags(msg:str, # an error message of the library, which names Python para
 def env(json_out:store_true=False, # print JSON instead of a table
         expect_gpu:store_true=False, # warn when no GPU is attached
        ):
-    "Print the environment: Python, torch, faiss, CPU/GPU, the device `device: auto` picks, XLA devices, RAM, disk, session time left."
+    "Print the environment: Python, torch, faiss, CPU/GPU, the device auto picks and its precision, XLA devices, RAM, disk, time left."
     from letter8_tokenizer.kaggle_env import probe_environment, probe_table
     p = probe_environment(expect_gpu=expect_gpu)
     print(json.dumps(p, indent=1) if json_out else probe_table(p))
@@ -187,7 +187,7 @@ def run(params:str=None, # YAML file of notebook parameters (from `letter8 new`)
 def new(name:str, # experiment name (folder, notebook parameter, Kaggle slug)
         dest:str='experiments', # parent folder
         username:str=None, # Kaggle user name; default $KAGGLE_USERNAME
-        accelerator:str='GPU', # what the Kaggle session attaches: GPU (Kaggle's default), none, T4, T4 x2, L4, TPU (or a machine_shape id)
+        accelerator:str='GPU', # what Kaggle attaches: GPU, T4 or T4 x2 (all GPU T4 x2: two T4s), TPU (v5e-8), none, or a machine_shape id
         no_gpu:store_true=False, # do not ask Kaggle for a GPU (--accelerator none)
         overwrite:store_true=False, # replace the files of an existing experiment folder
         **kwargs, # the segment notebook's parameters to bake in (`notebook_parameters`), paths as it will see them (/kaggle/input/...)
@@ -631,34 +631,12 @@ def _check_accelerator(accelerator):
         with warnings.catch_warnings(): warnings.simplefilter('ignore'); machine_shape(accelerator)
     except ValueError as e: raise InputError(f"--accelerator {accelerator!r}: {str(e).split(': ', 1)[-1]}") from None
 
-def _kaggle_chain(experiment, dataset, accelerator, endpoint, sources):
-    "`letter8 kaggle chain`: the experiment folder's notebook, pushed session after session until done."
-    _check_accelerator(accelerator)
-    for f in ('kernel-metadata.json', 'parameters.yaml'):
-        if not (Path(experiment)/f).is_file():
-            raise InputError(f"--experiment {experiment}: no {f} there; give a folder made by `letter8 new NAME` (experiments/NAME).")
-    import yaml
-    from letter8_tokenizer.kernels import data_path_notes
-    from letter8_tokenizer.chain import KaggleChain
-    folder = Path(experiment)
-    meta = json.loads((folder/'kernel-metadata.json').read_text())
-    params = yaml.safe_load((folder/'parameters.yaml').read_text()) or {}
-    check_experiment(params, as_typed('flag', file=str(folder/'parameters.yaml')), kaggle_paths=True)
-    clock = {k: params.pop(k) for k in ('session_limit_s', 'margin_s') if k in params}  # the chain's own arguments
-    for n in data_path_notes(params, local_ok=False): print(f"note: {n}")
-    chain = KaggleChain(folder/'chain', folder/meta['code_file'], meta['id'], dataset, experiment=params.pop('experiment', folder.name),
-                           params=params, accelerator=accelerator, endpoint=endpoint, **clock,
-                           dataset_sources=[s.strip() for s in (sources or '').split(',') if s.strip()])
-    result = chain.run()
-    print(json.dumps(result, indent=1, default=str))
-    return 0 if result.get('phase') == 'done' else 1
-
 # %% ../nbs/10_cli.ipynb #3a2d29b1
 @command
 def kaggle(action:str, # env | plan | chain | wheelhouse
            experiment:str=None, # chain: folder made by `letter8 new` (kernel-metadata.json, parameters.yaml, notebook)
            dataset:str=None, # chain: 'owner/slug' of the private checkpoint dataset; wheelhouse: of the wheel dataset
-           accelerator:str='T4', # none, T4, T4 x2, L4, TPU (or a machine_shape id)
+           accelerator:str=None, # none, T4 x2 (T4, GPU: the same two T4s), TPU, or an id; chain: unset, the experiment's
            step_s:float=None, # plan: measured seconds per training step
            steps_left:int=None, # plan: steps still to train
            quota_left_h:float=None, # plan: accelerator hours left this week (`kaggle quota`)
@@ -690,4 +668,6 @@ def kaggle(action:str, # env | plan | chain | wheelhouse
         print(f"wrote {install.build_wheelhouse(dest, dataset, project=project)}; upload it with `kaggle datasets create -p {dest}`")
         return 0
     if not experiment: print("letter8 kaggle chain needs --experiment FOLDER (made by `letter8 new`)", file=sys.stderr); return 2
-    return _kaggle_chain(experiment, dataset, accelerator, endpoint, sources)
+    _check_accelerator(accelerator)
+    result = chain.experiment_chain(experiment, dataset, accelerator, endpoint, sources).run()
+    print(json.dumps(result, indent=1, default=str)); return 0 if result.get('phase') == 'done' else 1

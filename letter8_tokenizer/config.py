@@ -31,7 +31,7 @@ class ModelConfig:
     skip: bool = True # linear paths around encoder and decoder (the input's top principal directions), the MLPs start at zero
     normalize: bool = True # centre the inputs and divide by their RMS spread (fit on the init sample, saved with the weights)
     cf_dim: int|None = None # CF embedding size; None: from the data. A linear map aligns it when it differs from e_dim
-    precision: str = 'float32' # the MLPs' matrix products: 'float32', or 'bfloat16' (autocast; weights, codebooks and losses stay float32)
+    precision: str = 'auto' # the MLPs' forward: 'auto' (the device decides, `resolve_precision`), 'float32', 'bfloat16', 'float16'
 
 # %% ../nbs/02_config.ipynb #cd033f1c
 @dataclass
@@ -231,7 +231,7 @@ RANGES = {'model.in_dim': num_range(1, none=True), 'model.e_dim': num_range(1, n
           'schedule.keep': num_range(2), 'schedule.log_every_s': _NONNEG, 'seed': _NONNEG}
 
 # %% ../nbs/02_config.ipynb #5494b9de
-PRECISIONS = ('float32', 'bfloat16')  # model.precision: the dtype of the MLPs' matrix products
+PRECISIONS = ('auto', 'float32', 'bfloat16', 'float16')  # model.precision (`distributed.PRECISIONS`: this module loads without torch)
 ACTIVATIONS = ('silu', 'gelu', 'relu')  # model.activation: between the MLPs' layers
 
 def check_config(cfg:Config, # the config to check

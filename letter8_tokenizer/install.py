@@ -146,7 +146,9 @@ def _run_pip(cmd, what):
     if out.returncode:
         msg = (out.stderr or out.stdout)[-3000:]
         hint = (" (no wheel for Kaggle's platform and Python: pass other `platforms` or `python_version`)"
-                if 'No matching distribution' in msg else '')
+                if 'No matching distribution' in msg else
+                " (the kit's pyproject.toml needs setuptools>=77 in this environment: pip install -U 'setuptools>=77')"
+                if 'project.license' in msg else '')
         raise RuntimeError(f"{what} failed{hint}:\n$ {' '.join(map(str, cmd))}\n{msg}")
     return out
 

@@ -6,11 +6,12 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/loop.html.md"""
 
 # %% auto #0
 __all__ = ['HISTORY_POINTS', 'LOOP_KEYS', 'READ_EVERY_S', 'READ_EVERY_STEPS', 'SegmentResult', 'Trainable', 'on_xla',
-           'read_losses', 'LinearTask', 'RacyAccumulation', 'rank_rng', 'run_segment', 'read_metrics', 'plot_metrics',
-           'deadline_args', 'write_job', 'ddp_worker', 'run_distributed', 'linear_segment']
+           'read_losses', 'autocast_for', 'grad_scaler', 'scaled_backward', 'optimizer_step', 'LinearTask',
+           'RacyAccumulation', 'rank_rng', 'run_segment', 'read_metrics', 'plot_metrics', 'deadline_args', 'write_job',
+           'ddp_worker', 'run_distributed', 'linear_segment']
 
 # %% ../nbs/05c_loop.ipynb #09fcd91e
-import copy, os, sys, time, signal, socket, threading, json, subprocess, tempfile, importlib
+import copy, os, sys, time, signal, socket, threading, json, subprocess, tempfile, importlib, contextlib
 from collections import deque
 from dataclasses import dataclass, field, asdict, is_dataclass
 from pathlib import Path
@@ -18,13 +19,14 @@ import numpy as np
 import torch
 from fastcore.basics import patch
 from fastcore.script import call_parse
-from .files import replace_atomic, utc_now, shown_path
+from .files import replace_atomic, utc_now, shown_path, config_diff
 from .session import Deadline, StopSignal
 from .progress import Progress, fmt_seconds
 from .checkpoint import (Checkpointer, History, rng_state, set_rng_state, snapshot, nonfinite_tensors,
                                           data_fingerprint, step_dir_name)
 from .distributed import (Shard, rank_and_world, shard_rows, sync_step, broadcast_object, gather_objects, barrier,
-                          process_group, torchrun_command, xla_devices, host_floats, sync_device)
+                          process_group, torchrun_command, xla_devices, host_floats, sync_device, resolve_precision,
+                          HALF_DTYPES)
 
 # %% ../nbs/05c_loop.ipynb #b4b3c3a7
 @dataclass
@@ -59,6 +61,9 @@ class Trainable:
     distributed:bool = False # True: `step` trains on its `Shard` of each batch, so DDP runs are allowed
     start_note:str = '' # what a fresh start does, for the log line
     device:torch.device = torch.device('cpu') # where the model lives (the ledger records it)
+    precision:str = 'float32' # what its forward computes in on `device` (`distributed.resolve_precision`; the ledger records it)
+    scaler:torch.amp.GradScaler|None = None # under float16, its loss scaler (`grad_scaler`): the loop checkpoints its state
+    precision_keys:tuple = () # config keys that say only how the task computes, not what it learns (`accepts_config`)
 
     def config(self) -> dict:
         "The run's hyperparameters as plain JSON data."
@@ -125,6 +130,26 @@ def diverged_hint(self:Trainable) -> str:
     return ("Try a lower learning rate or gradient clipping; resuming that checkpoint under the changed config needs "
             "allow_config_change=True (or start in a fresh working directory).")
 
+@patch
+def precision_setting(self:Trainable, config:dict # this run's `config()`, or a checkpoint's
+                     ) -> str:
+    "The precision setting `config` names ('auto', 'float32', ...); default: its first `precision_keys` key, 'float32' when absent."
+    node = config
+    for k in (self.precision_keys or ('precision',))[0].split('.'): node = node.get(k) if isinstance(node, dict) else None
+    return node or 'float32'
+
+
+# %% ../nbs/05c_loop.ipynb #e53f803b
+@patch
+def accepts_config(self:Trainable, saved:dict # the config a checkpoint was saved under, which differs from `config()`
+                  ) -> bool:
+    "Whether to continue it anyway: the configs differ only in `precision_keys`, and this run's is 'auto' or computes the same here."
+    now = self.config()
+    if not self.precision_keys or not set(config_diff(saved, now)) <= set(self.precision_keys): return False
+    if self.precision_setting(now) == 'auto': return True
+    try: return resolve_precision(self.precision_setting(saved), self.device) == self.precision
+    except ValueError: return False  # the saved setting is refused here
+
 # %% ../nbs/05c_loop.ipynb #7c1d0e02
 def on_xla(x:torch.Tensor|torch.device|str # a tensor, or a device
           ) -> bool:
@@ -140,6 +165,38 @@ def read_losses(losses:dict # loss terms: tensors (on the model's device) or num
     out = {k: losses[k].detach().float().reshape(()) if k in xla else float(v) for k, v in losses.items()}
     torch_xla.sync()
     return out
+
+# %% ../nbs/05c_loop.ipynb #fb03ba30
+def autocast_for(precision:str, # a resolved precision: 'float32', 'bfloat16' or 'float16'
+                 device:torch.device|str, # where the forward runs
+                ):
+    "The context a network's forward runs in: autocast to bfloat16 or float16, nothing under float32."
+    if precision == 'float32': return contextlib.nullcontext()
+    return torch.autocast(torch.device(device).type, dtype=HALF_DTYPES[precision])
+
+def grad_scaler(precision:str, # a resolved precision
+                device:torch.device|str, # where the model trains
+               ) -> torch.amp.GradScaler|None:
+    "A loss scaler under float16 (its small gradients would flush to zero without one); None otherwise (bfloat16 has float32's range)."
+    return torch.amp.GradScaler(torch.device(device).type) if precision == 'float16' else None
+
+# %% ../nbs/05c_loop.ipynb #db799460
+def scaled_backward(loss:torch.Tensor, # the loss to minimise (float32)
+                    scaler:torch.amp.GradScaler|None=None, # the task's loss scaler; None: a plain backward
+                   ):
+    "`loss.backward()`, the loss multiplied by the scaler's scale first under float16."
+    (loss if scaler is None else scaler.scale(loss)).backward()
+
+def optimizer_step(opt:torch.optim.Optimizer, # the optimiser
+                   scaler:torch.amp.GradScaler|None=None, # the loss scaler `scaled_backward` used; None: a plain step
+                   clip:float|None=None, # clip the gradient norm of `params` to this first (unscaled), when set
+                   params=None, # the parameters to clip
+                  ):
+    "Clip and step; under a scaler the gradients are unscaled first, a step with non-finite ones is skipped and the scale updated."
+    if scaler is not None and clip: scaler.unscale_(opt)
+    if clip: torch.nn.utils.clip_grad_norm_(params, clip)
+    if scaler is None: opt.step(); return
+    scaler.step(opt); scaler.update()
 
 # %% ../nbs/05c_loop.ipynb #7553212f
 class LinearTask(Trainable):
@@ -240,7 +297,7 @@ class RacyAccumulation(TorchDispatchMode):
 
 # %% ../nbs/05c_loop.ipynb #b5b697f0
 HISTORY_POINTS = 2000 # loss-history records kept in each checkpoint's meta.json; every step goes to metrics.jsonl
-LOOP_KEYS = ('step', 'epoch', 'batch', 'rng', 'world_size', 'ranks') # what the loop adds to a task's state
+LOOP_KEYS = ('step', 'epoch', 'batch', 'rng', 'world_size', 'ranks', 'scaler') # what the loop adds to a task's state
 
 @dataclass
 class _Seg:
@@ -277,11 +334,13 @@ def _state(s:_Seg) -> dict:
     st = s.task.state()
     if clash := set(LOOP_KEYS) & set(st):
         raise ValueError(f"{type(s.task).__name__}.state() uses the loop's key(s) {sorted(clash)}: rename them.")
-    return dict(st, step=s.step, epoch=s.epoch, batch=s.batch, rng=rng_state())
+    scaler = {} if s.task.scaler is None else dict(scaler=s.task.scaler.state_dict())
+    return dict(st, step=s.step, epoch=s.epoch, batch=s.batch, rng=rng_state(), **scaler)
 
 def _restore(s:_Seg, state:dict):
-    "Load `state` into the task, this rank's generators and the position."
+    "Load `state` into the task, its loss scaler (a float16 checkpoint's; kept fresh otherwise), this rank's generators and the position."
     s.task.load(state); set_rng_state(rank_rng(state, s.rank))
+    if s.task.scaler is not None and state.get('scaler'): s.task.scaler.load_state_dict(state['scaler'])
     s.step, s.epoch, s.batch = state['step'], state['epoch'], state['batch']
 
 # %% ../nbs/05c_loop.ipynb #42a4c965
@@ -299,6 +358,16 @@ def _diverged_message(step:int, what:str, hint:str, committed:tuple|None) -> str
     return f"training diverged at step {step}: {what}. Nothing non-finite was committed: {kept}. {hint}"
 
 # %% ../nbs/05c_loop.ipynb #13c15a75
+def _load(s:_Seg, allow_config_change:bool, allow_data_change:bool):
+    "The newest checkpoint that verifies; one saved under another config (unless the task accepts it) or other data is refused."
+    found = s.ckpt.load(allow_config_change=True, allow_data_change=True)
+    if found is None: return None
+    saved = found.manifest.get('config')
+    if not allow_config_change and not (isinstance(saved, dict) and s.task.accepts_config(saved)):
+        s.ckpt._check_config(found.path, found.manifest, s.ckpt.config_hash, s.ckpt.config)
+    if not allow_data_change: s.ckpt._check_data(found.path, found.manifest, s.ckpt.data)
+    return found
+
 def _resume(s:_Seg, found, progress:bool):
     "Continue from checkpoint `found`: state, generators, position, metrics file, history and ledger."
     _restore(s, found.state)
@@ -326,7 +395,7 @@ def _begin(s:_Seg, progress:bool, allow_config_change:bool, allow_data_change:bo
     "Rank 0 resumes or starts; under DDP every rank then continues from rank 0's state, each with its own generators."
     found = None
     if s.rank == 0:
-        found = s.ckpt.load(allow_config_change=allow_config_change, allow_data_change=allow_data_change)
+        found = _load(s, allow_config_change, allow_data_change)
         if found: _resume(s, found, progress)
         else: _fresh_start(s, progress, allow_fresh_start)
     else: s.hist = History(max_points=HISTORY_POINTS)
@@ -450,7 +519,7 @@ def _finish(s:_Seg, segment_name:str|None):
         s.ledger.append(dict(segment=segment_name or f"segment-{len(s.ledger):03d}", start=s.started, end=utc_now(),
                              start_step=s.resumed or 0, end_step=s.step, steps=s.steps, stop_reason=s.status, host=socket.gethostname(),
                              pid=os.getpid(), world_size=s.world, device=str(s.task.device), **xla_devices(s.task.device),
-                             epoch_end_s=s.epoch_end_s))
+                             precision=s.task.precision, epoch_end_s=s.epoch_end_s))
     if s.status != 'diverged' and (why := _commit(s, blocking=True)): s.status, s.why = 'diverged', why
 
 def _result(s:_Seg) -> SegmentResult:

@@ -25,9 +25,9 @@ from .data import Items
 from .kmeans import check_bounds, bounded_labels
 from .arrays import check_points
 from .codes import level_sizes
-from .distributed import Shard, gather_rows
+from .distributed import Shard, gather_rows, resolve_precision, HALF_DTYPES
 from .files import write_durable, write_folder_atomic
-from .loop import on_xla
+from .loop import on_xla, autocast_for
 
 # %% ../nbs/03_model.ipynb #f7fa5da9
 ACTIVATION_LAYERS = dict(silu=nn.SiLU, gelu=nn.GELU, relu=nn.ReLU)
@@ -246,8 +246,8 @@ def bf16_cpu_warning(native:bool, # whether the CPU multiplies bfloat16 in hardw
     "What to tell a user who asks for `model.precision='bfloat16'` on this CPU, or None when it is native."
     if native: return None
     return (f"model.precision='bfloat16' on a CPU without native bfloat16 (torch's CPU capability: {capability or 'unknown'}): "
-            "torch emulates its matrix products, 12x slower than float32 on a 2-core AVX2 EPYC. Set model.precision to 'float32' "
-            "on this machine.")
+            "torch emulates its matrix products, 12x slower than float32 on a 2-core AVX2 EPYC. Set model.precision to 'auto' "
+            "or 'float32' on this machine.")
 
 @functools.cache
 def _slow_cpu_bf16() -> bool:
@@ -256,18 +256,26 @@ def _slow_cpu_bf16() -> bool:
     if msg: warnings.warn(msg, stacklevel=3)
     return msg is not None
 
+# %% ../nbs/03_model.ipynb #fa9519d6
+@functools.lru_cache(maxsize=None)
+def _resolved(setting:str, device:str) -> str: return resolve_precision(setting, device, 'model.precision')
+
+@patch
+def precision_on(self:Letter8, device:torch.device|str # where the MLPs run
+                ) -> str:
+    "What `model.precision` computes in on `device`: 'auto' resolved (`distributed.resolve_precision`), a choice it cannot honour refused."
+    return _resolved(self.cfg.model.precision, str(device))
+
 # %% ../nbs/03_model.ipynb #22981dd8
 @patch
 def run_mlp(self:Letter8, mlp:nn.Module, # `self.encoder` or `self.decoder`
             x:torch.Tensor # its float32 input
            ) -> torch.Tensor:
-    "`mlp(x)` as float32, its matrix products in `model.precision`."
-    if self.cfg.model.precision == 'float32': return mlp(x)
-    if x.is_cuda and not torch.cuda.is_bf16_supported():
-        raise RuntimeError(f"model.precision='bfloat16' but {torch.cuda.get_device_name(x.device)} has no bfloat16: "
-                           "set model.precision to 'float32'.")
-    if not x.is_cuda: _slow_cpu_bf16()
-    with torch.autocast(x.device.type, dtype=torch.bfloat16): return mlp(x).float()
+    "`mlp(x)` as float32, its forward autocast to what `model.precision` computes in on `x`'s device (`precision_on`)."
+    p = self.precision_on(x.device)
+    if p == 'float32': return mlp(x)
+    if p == 'bfloat16' and x.device.type == 'cpu': _slow_cpu_bf16()
+    with autocast_for(p, x.device): return mlp(x).float()
 
 @patch
 def encode_normalised(self:Letter8, xn:torch.Tensor # [n, in_dim] normalised inputs
@@ -442,14 +450,14 @@ def first_letter_recon(model:Letter8, # the tokenizer
     z, codes, codebook = out['z'], out['codes'][:, 0], model.levels[0].codebook.detach()
     if len(codebook) >= len(z) or (model.training and any(isinstance(m, nn.Dropout) and m.p for m in model.decoder)):
         return model.decode_latent(z + (out['vectors'][0] - z).detach())  # per row: no cheaper, or dropout draws per row
-    half = model.cfg.model.precision == 'bfloat16'
-    with torch.autocast(z.device.type, dtype=torch.bfloat16, enabled=half):
+    p = model.precision_on(z.device)
+    with autocast_for(p, z.device):
         h, slopes = codebook, []
         for m in model.decoder:
             if not isinstance(m, (nn.Linear, nn.Dropout)): slopes.append(activation_slope(m, h.detach()))
             h = m(h)
     decoded = h.float() + model.dec_skip(codebook) if model.dec_skip is not None else h.float()
-    weights = [m.weight.detach().to(torch.bfloat16 if half else torch.float32) for m in model.decoder if isinstance(m, nn.Linear)]
+    weights = [m.weight.detach().to(HALF_DTYPES.get(p, torch.float32)) for m in model.decoder if isinstance(m, nn.Linear)]
     skip = model.dec_skip.weight.detach() if model.dec_skip is not None else None
     # index_select, not decoded[codes]: see `RacyAccumulation`
     return decoded.index_select(0, codes) + _CodewordJacobian.apply(z, codes, weights, skip, *slopes)

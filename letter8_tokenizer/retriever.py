@@ -25,8 +25,10 @@ from fastcore.meta import delegates
 from .config import build_config, num_range, range_error
 from .data import batch_slice
 from .session import Deadline
-from .distributed import Shard, rank_and_world, shard_rows, pick_device, host_floats, seed_device, shard_batch
-from .loop import Trainable, SegmentResult, run_segment, read_losses
+from .distributed import (Shard, rank_and_world, shard_rows, pick_device, host_floats, seed_device, shard_batch,
+                                           resolve_precision, PRECISIONS)
+from .loop import (Trainable, SegmentResult, run_segment, read_losses, autocast_for, grad_scaler, scaled_backward,
+                                   optimizer_step)
 from .sequences import Split, sample_arrays, leave_one_out, read_interactions, interactions_fingerprint
 from .stats import rank_metrics
 from .ids import IdScheme, PrefixTrie, load_scheme
@@ -54,7 +56,8 @@ class RetrieverConfig:
     max_len: int = 20 # history items read (the split's max_len must be at least this)
     history: str = 'items' # encoder input: 'items' (one summed position per item, CPU-sized) or 'tokens' (TIGER: every ID token a position)
     user_buckets: int = 0 # hashed user tokens, one appended to each history (TIGER: 2000); 0: none ('tiger' preset only)
-    amp: bool = False # bfloat16 autocast on CUDA; never on the CPU
+    amp: bool = False # before `precision`: True asked for bfloat16 on CUDA, which 'auto' gives now; kept so old configs load
+    precision: str = 'auto' # training and beam search: 'auto' (the device decides, `resolve_precision`), 'float32', 'bfloat16', 'float16'
     bucket: int = 64 # this many batches' samples are sorted by history length together (less padding); 1: plain shuffle
     beam: int = 20 # beam width, and the number of items ranked per user
     eval_batch: int = 256 # users per beam search batch
@@ -104,6 +107,7 @@ def retriever_config(d:dict|RetrieverConfig|None=None, # plain data (any subset 
     if cfg.preset == 'small' and cfg.user_buckets:
         raise range_error('user_buckets', cfg.user_buckets, "0 with preset 'small'; user tokens need preset 'tiger'")
     if cfg.metric not in METRICS: raise range_error('metric', cfg.metric, ' or '.join(METRICS))
+    if cfg.precision not in PRECISIONS: raise range_error('precision', cfg.precision, ' or '.join(map(repr, PRECISIONS)))
     if cfg.history not in ('tokens', 'items') or (cfg.preset == 'tiger' and cfg.history != 'tokens'):
         raise range_error('history', cfg.history, "'tokens'" + (" with preset 'tiger'" if cfg.preset == 'tiger' else " or 'items'"))
     prefix_lengths(cfg.lengths)
@@ -174,7 +178,8 @@ def retriever_loss(model:Retriever, # the model
     tokens = FIRST + model.offsets + target
     prefix = torch.cat([torch.full_like(target[:, :1], BOS), tokens[:, :-1]], 1)
     h = model.decode(prefix[:, None], memory, pad)[:, 0]
-    return sum(F.cross_entropy(model.level_logits(h[:, l], l), target[:, l]) for l in range(len(model.sizes))) / len(model.sizes)
+    ce = [F.cross_entropy(model.level_logits(h[:, l], l).float(), target[:, l]) for l in range(len(model.sizes))]  # float32 under autocast
+    return sum(ce) / len(model.sizes)
 
 @patch
 def forward(self:Retriever, hist:torch.Tensor, # [b, s] history tokens
@@ -382,6 +387,7 @@ def _retrieval_fingerprint(split:Split, scheme:IdScheme) -> dict:
 class RetrieverTask(Trainable):
     "A retriever's training run as a `loop.Trainable`: model, optimiser, early stopping on a fixed validation sample."
     distributed = True # under DDP each rank trains on its rows of every batch
+    precision_keys = ('precision', 'amp') # a checkpoint differing only in them continues under 'auto' (`Trainable.accepts_config`)
     def __init__(self, scheme:IdScheme, # the IDs
                  split:Split, # leave-one-out samples of interactions over the scheme's items
                  cfg:RetrieverConfig|dict|None=None, # hyperparameters
@@ -394,7 +400,8 @@ class RetrieverTask(Trainable):
                              "give every catalog item an ID.")
         seed_device(self.device, self.cfg.seed)
         self.model, self.trie = retriever_model(scheme.sizes, self.cfg).to(self.device), PrefixTrie(scheme, self.device)
-        self.amp = self.cfg.amp and self.device.type == 'cuda'
+        self.precision = resolve_precision(self.cfg.precision, self.device)  # refused here, before any work
+        self.scaler = grad_scaler(self.precision, self.device)  # float16's loss scaler; the loop checkpoints it
         self.opt = torch.optim.AdamW(self.model.parameters(), self.cfg.lr, weight_decay=self.cfg.weight_decay)
         n, v = len(split.valid), self.cfg.valid_users
         self.valid = split.valid
@@ -411,6 +418,10 @@ class RetrieverTask(Trainable):
     def n_batches(self) -> int:
         "Batches per epoch."
         return -(-len(self.split.train) // self.cfg.batch_size)
+    def precision_setting(self, config:dict # this run's `config()`, or a checkpoint's
+                         ) -> str:
+        "The precision setting of `config`; one saved before `precision` existed: 'auto' when it had `amp`, else float32."
+        return config.get('precision') or ('auto' if config.get('amp') else 'float32')
 
 # %% ../nbs/14a_retriever.ipynb #1210c1c8
 def user_bucket(users:np.ndarray, # user rows
@@ -480,9 +491,8 @@ def step(self:RetrieverTask, batch:RetrievalBatch, # a training batch
     hist, target = shard_batch(hist.to(self.device)), shard_batch(target.to(self.device))  # under SPMD: rows over every chip
     if self.cfg.warmup:
         for g in self.opt.param_groups: g['lr'] = warmup_lr(self.cfg, self.steps_done())
-    with torch.autocast(self.device.type, torch.bfloat16, enabled=self.amp):
-        loss = (self.ddp or self.model)(hist, target)  # `retriever_loss` of these rows
-    (loss * shard.weight if shard else loss).backward(); self.opt.step()
+    with autocast_for(self.precision, self.device): loss = (self.ddp or self.model)(hist, target)  # `retriever_loss` of these rows
+    scaled_backward(loss * shard.weight if shard else loss, self.scaler); optimizer_step(self.opt, self.scaler)
     t = loss.detach() * (shard.size / shard.n if shard else 1.0)  # this rank's share of the batch's mean
     if shard is not None and shard.world > 1: dist.all_reduce(t)
     t = read_losses({'loss': t})['loss']  # on XLA: a 0-d device tensor, read at the loop's read points
@@ -512,7 +522,7 @@ def recommend(self:RetrieverTask, samples:np.ndarray # [n, 2] samples (rows of s
     out = []
     for s in range(0, len(samples), self.cfg.eval_batch):
         b = self.make(samples[s:s + self.cfg.eval_batch])
-        with torch.autocast(self.device.type, torch.bfloat16, enabled=self.amp):
+        with autocast_for(self.precision, self.device):
             out.append(beam_search(self.model, self.trie, b.hist.to(self.device), self.cfg.beam)[0].cpu().numpy())
     return np.concatenate(out)
 

@@ -6,7 +6,7 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/session.html.md"""
 
 # %% auto #0
 __all__ = ['KAGGLE_SESSION_S', 'KAGGLE_TPU_SESSION_S', 'ACCELERATORS', 'kaggle_session_limit', 'process_start_time', 'pid_alive',
-           'Deadline', 'StopSignal', 'machine_shape']
+           'Deadline', 'StopSignal', 'machine_shape', 'describe_accelerator']
 
 # %% ../nbs/05b_session.ipynb #509c337e
 import os, signal, threading, time, warnings
@@ -183,22 +183,40 @@ def __exit__(self:StopSignal, *_):
     self._old, self.installed = {}, False
 
 # %% ../nbs/05b_session.ipynb #a5c1e0d2
-ACCELERATORS = {  # machine_shape id -> (short name, kind, retired)
-    'NvidiaTeslaT4': ('T4', 'gpu', False), 'NvidiaTeslaT4Highmem': ('T4 x2', 'gpu', False),
-    'NvidiaL4': ('L4', 'gpu', False), 'TpuV5E8': ('TPU v5e-8', 'tpu', False), 'TpuV6E8': ('TPU v6e-8', 'tpu', False),
-    'NvidiaTeslaP100': ('P100', 'gpu', True), 'TpuV38': ('TPU v3-8', 'tpu', True)}
-_SHORT = {'t4': 'NvidiaTeslaT4', 't4 x2': 'NvidiaTeslaT4Highmem', 't4x2': 'NvidiaTeslaT4Highmem', 'l4': 'NvidiaL4',
-          'tpu': 'TpuV5E8', 'p100': 'NvidiaTeslaP100'}
+ACCELERATORS = {  # machine_shape id -> (Kaggle's name for it, kind, who gets it: offered, competitions, admins, retired)
+    'NvidiaTeslaT4': ('GPU T4 x2', 'gpu', 'offered'), 'TpuV5E8': ('TPU v5e-8', 'tpu', 'offered'),
+    'NvidiaL4': ('GPU L4', 'gpu', 'competitions'), 'TpuV6E8': ('TPU v6e-8', 'tpu', 'competitions'),
+    'NvidiaTeslaT4Highmem': ('T4 high-memory pool', 'gpu', 'admins'),
+    'NvidiaTeslaP100': ('GPU P100', 'gpu', 'retired'), 'TpuV38': ('TPU v3-8', 'tpu', 'retired')}
+_SHORT = {'t4 x2': 'NvidiaTeslaT4', 't4x2': 'NvidiaTeslaT4', 'gpu t4 x2': 'NvidiaTeslaT4', 't4': 'NvidiaTeslaT4',
+          'gpu': 'NvidiaTeslaT4', 'tpu': 'TpuV5E8', 'tpu v5e-8': 'TpuV5E8', 'v5e-8': 'TpuV5E8', 'l4': 'NvidiaL4',
+          'tpu v6e-8': 'TpuV6E8', 'p100': 'NvidiaTeslaP100', 'tpu v3-8': 'TpuV38'}
+_OFFERED = "'none', 'T4 x2' (also 'T4' or 'GPU': the same machine, two T4s), 'TPU' (TPU v5e-8)"
 
-def machine_shape(accelerator:str|None, # 'none', 'T4', 'T4 x2', 'L4', 'TPU' or a machine_shape id
+def machine_shape(accelerator:str|None, # 'none', 'T4 x2' (or 'T4', 'GPU'), 'TPU', or a machine_shape id
                  ) -> str|None:
-    "The `machine_shape` id for an accelerator name (None for CPU); warns for a retired one."
-    if accelerator is None or str(accelerator).lower() in ('', 'none', 'cpu'): return None
-    ms = _SHORT.get(str(accelerator).lower().strip(), accelerator)
+    "The `machine_shape` id for an accelerator name (None for CPU); refuses the admin-only pool, warns for one few or none get."
+    if accelerator is None or str(accelerator).strip().lower() in ('', 'none', 'cpu'): return None
+    key = str(accelerator).strip()
+    ms = _SHORT.get(key.lower(), next((k for k in ACCELERATORS if k.lower() == key.lower()), key))
     if ms not in ACCELERATORS:
-        raise ValueError(f"accelerator={accelerator!r}: use one of 'none', 'T4', 'T4 x2', 'L4', 'TPU' or a machine_shape "
-                         f"id: {', '.join(k for k, v in ACCELERATORS.items() if not v[2])}.")
-    if ACCELERATORS[ms][2]:
-        warnings.warn(f"machine_shape {ms!r} ({ACCELERATORS[ms][0]}) is retired: Kaggle accepts it but runs the session "
-                      "on a replacement. Use 'NvidiaTeslaT4', 'NvidiaTeslaT4Highmem', 'NvidiaL4' or 'TpuV5E8'.")
+        raise ValueError(f"accelerator={accelerator!r}: use one of {_OFFERED}, or a machine_shape id: NvidiaTeslaT4, TpuV5E8 "
+                         "(NvidiaL4, TpuV6E8 in some competitions).")
+    name, _, who = ACCELERATORS[ms]
+    if who == 'admins':
+        raise ValueError(f"accelerator={accelerator!r}: machine_shape {ms!r} is an internal pool of Kaggle's administrators, "
+                         "never offered to users. Kaggle's two-T4 machine (\"GPU T4 x2\" in the editor) is 'NvidiaTeslaT4': "
+                         "give 'T4 x2'.")
+    if who == 'competitions':
+        warnings.warn(f"machine_shape {ms!r} ({name}) is offered only in some competitions; elsewhere Kaggle does not give it. "
+                      f"The editor offers {_OFFERED}.")
+    if who == 'retired':
+        warnings.warn(f"machine_shape {ms!r} ({name}) is retired: Kaggle accepts it but runs the session on a replacement. "
+                      "Use 'NvidiaTeslaT4' (GPU T4 x2) or 'TpuV5E8' (TPU v5e-8).")
     return ms
+
+def describe_accelerator(accelerator:str|None, # as `machine_shape` takes it
+                        ) -> str:
+    "What Kaggle attaches for `accelerator`, in the editor's words, with its id."
+    if (ms := machine_shape(accelerator)) is None: return 'None (no accelerator)'
+    return f"{ACCELERATORS[ms][0]} ({ms}{': two T4 GPUs' if ms == 'NvidiaTeslaT4' else ''})"

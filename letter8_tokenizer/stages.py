@@ -17,12 +17,13 @@ from fastcore.basics import patch
 import torch
 from .config import run_epochs
 from .data import Items, held_out_rows
-from .distributed import pick_device, xla_devices
+from .distributed import pick_device, xla_devices, resolve_precision
 from .export import export_run, export_estimate_s, reserve_export
 from .checkpoint import committed
 from .params import segment_config, comma_list, check_experiment, RUN_PARAMETERS
 from .runfolder import (run_paths, segment_items, segment_deadline, read_status, write_status, write_metrics,
-                                         run_phase, segment_lock, release_lock, check_run_folder, stage_inputs, format_table)
+                                         run_phase, segment_lock, release_lock, check_run_folder, stage_inputs, format_table,
+                                         check_disk_fit)
 
 # %% ../nbs/08a_stages.ipynb #ff4217f3
 @dataclass
@@ -56,17 +57,18 @@ class Segment:
         # first: torch_xla needs its device (and SPMD) before any autograd or XLA tensor
         p, self.device = self.p, pick_device(self.p['device'], spmd=True)
         self.segment = segment or os.environ.get('LETTER8_SEGMENT') or time.strftime('session-%Y%m%d-%H%M%S', time.gmtime())
-        self.run, self.read_roots = run_paths(p['work_dir'], p['experiment']), comma_list(p['resume_from'])
+        self.run, self.read_roots = run_paths(p['work_dir'], p['experiment'], create=False), comma_list(p['resume_from'])
         self.inputs = stage_inputs(self.run, p['items_path'], p['cf_path'], p['interactions_path'], p['retrieval_ids'], p['catalog_items'])
         check_run_folder(self.run, self.read_roots)
         self.cfg = segment_config(p['config_path'], p['overrides'])
+        self.disk = check_disk_fit(self.run, p, self.cfg, self.inputs)  # {part: bytes} still to come; a run that cannot fit is refused
         self.lock = segment_lock(self.run)
         self.previous = read_status(self.run.status)
         self.deadline = segment_deadline(self.cfg, p['session_limit_s'], p['margin_s'], self.previous)
         self.results, self.aux_steps, self._items = {}, 0, None
         self.next, self.why = self.phase()  # the run's next stage when the session opens, and why
         self.write(status=STATUS_WHILE[self.next], experiment=p['experiment'], aux_steps=0, device=str(self.device),
-                   **xla_devices(self.device),
+                   **xla_devices(self.device), precision=resolve_precision(self.cfg.model.precision, self.device, 'model.precision'),
                    started_utc=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
                    params={k: p[k] for k in RUN_PARAMETERS})
 

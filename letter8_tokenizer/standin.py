@@ -14,10 +14,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import quote, unquote
 from fastcore.basics import patch
+from slugify import slugify as _title_slug  # python-slugify, as the client derives a slug from a title
 
 # %% ../nbs/12_standin.ipynb #c2e08690
 def _td(s): return f'{int(s)}s'
-
 
 class KaggleStandin:
     "A local server that answers the Kaggle API calls `KaggleChain` makes and runs pushed notebooks with papermill."
@@ -26,19 +26,27 @@ class KaggleStandin:
                  username='tester', # the account's user name (Basic authentication)
                  key='not-a-real-key', # the account's API key (Basic authentication)
                  token=None, # a Bearer token the server accepts; None: Bearer refused
-                 quota_total_s=30 * 3600, # weekly accelerator quota, seconds
-                 quota_used_s=0., # quota already used this week, seconds
+                 quota_total_s=30 * 3600, # weekly GPU quota, seconds
+                 quota_used_s=0., # GPU quota already used this week, seconds
                  charge_s=None, # seconds charged per accelerator session; None: its wall time
                  session_timeout_s=120, # a session running longer is killed and ends in ERROR (unless the push says otherwise)
                  python=None, # interpreter that runs papermill; None: `sys.executable`
                  papermill_timeout_s=None, # unused; kept for callers that pass it
+                 stale_polls=1, # after a push, requests naming no version that still get the previous session's answer
+                 dataset_polls=2, # status polls a new dataset version stays processing
+                 fail_dataset_versions=(), # dataset version numbers whose processing fails
+                 output_page_size=4, # most output files per page (the client asks for 20 and follows the page token)
+                 tpu_quota_total_s=20 * 3600, # weekly TPU quota, seconds
                 ):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.username, self.key, self.token = username, key, token
         self.quota_total_s, self.quota_used_s, self.charge_s = quota_total_s, quota_used_s, charge_s
+        self.tpu_quota_total_s, self.tpu_quota_used_s = tpu_quota_total_s, 0.
         self.session_timeout_s, self.python = session_timeout_s, python or sys.executable
-        self.fail_next, self.requests, self.pushes = {}, [], []
+        self.stale_polls, self.dataset_polls, self.output_page_size = stale_polls, dataset_polls, output_page_size
+        self.fail_dataset_versions = set(fail_dataset_versions)
+        self.fail_next, self.fail_after, self.requests, self.pushes = {}, {}, [], []
         self.kernels, self.datasets, self.blobs = {}, {}, {}
         self.lock = threading.Lock()
         self._threads = []
@@ -97,7 +105,14 @@ def calls(self:KaggleStandin,
           method=None, # an API method name, e.g. 'SaveKernel'; None: every call
          ):
     "Names of the API methods called so far, in order (only `method`'s calls when given)."
-    return [m for _, m in self.requests if method is None or m == method]
+    return [m for _, m, _ in self.requests if method is None or m == method]
+
+@patch
+def bodies(self:KaggleStandin,
+           method, # an API method name, e.g. 'GetKernelSessionStatus'
+          ) -> list[dict]:
+    "The request bodies of `method`'s calls so far, in order."
+    return [b for _, m, b in self.requests if m == method]
 
 # %% ../nbs/12_standin.ipynb #6d75de6b
 @patch
@@ -127,7 +142,7 @@ def _reply(self:KaggleStandin, h, code, body=b'', ctype='application/json', head
     h.wfile.write(body)
 
 @patch
-def _error(self:KaggleStandin, h, code, msg): self._reply(h, code, {'code': code, 'message': msg})
+def _error(self:KaggleStandin, h, code, msg, headers=None): self._reply(h, code, {'code': code, 'message': msg}, headers=headers)
 
 @patch
 def _authorized(self:KaggleStandin, h):
@@ -157,10 +172,9 @@ def _post(self:KaggleStandin, h):
     raw = self._body(h)
     if not m: return self._error(h, 404, f'no route {h.path}')
     service, method = m.groups()
-    with self.lock: self.requests.append((service, method))
     body = json.loads(raw or b'{}')
-    if self.fail_next.get(method):
-        return self._error(h, self.fail_next[method].pop(0), f'injected failure for {method}')
+    with self.lock: self.requests.append((service, method, body))
+    if self.fail_next.get(method): return self._fault(h, method, self.fail_next[method].pop(0))
     if method == 'IntrospectToken':
         ok = self.token is not None and body.get('token') == self.token
         return self._reply(h, 200, {'active': True, 'username': self.username} if ok else {'active': False})
@@ -169,7 +183,13 @@ def _post(self:KaggleStandin, h):
     if fn is None: return self._error(h, 404, f'{service}/{method} is not implemented by the stand-in')
     try: code, reply = fn(body)
     except Exception as e: code, reply = 500, {'code': 500, 'message': f'stand-in error: {e!r}'}
+    if self.fail_after.get(method): return self._fault(h, method, self.fail_after[method].pop(0))  # done, the reply lost
     self._reply(h, code, reply)
+
+@patch
+def _fault(self:KaggleStandin, h, method, fault):
+    code, headers = fault if isinstance(fault, tuple) else (fault, {})
+    self._error(h, code, f'injected failure for {method}', headers)
 
 # %% ../nbs/12_standin.ipynb #a480098c
 @patch
@@ -197,64 +217,96 @@ def _get(self:KaggleStandin, h):
 # %% ../nbs/12_standin.ipynb #7408f277
 @patch
 def _api_SaveKernel(self:KaggleStandin, b):
-    ref = b.get('slug') or ''
-    owner, _, slug = ref.partition('/')
+    owner, _, slug = (b.get('slug') or '').partition('/')
     if owner != self.username: return 403, {'code': 403, 'message': f'cannot push to {owner}'}
+    if b.get('machineShape') == 'NvidiaTeslaT4Highmem':
+        return 400, {'code': 400, 'message': "machine shape 'NvidiaTeslaT4Highmem' is not available: it is an internal pool"}
     with self.lock:
+        if slug not in self.kernels and b.get('newTitle'): slug = _title_slug(b['newTitle'])  # Kaggle names a new kernel after its title
         self.pushes.append(b)
-        k = self.kernels.setdefault(slug, {'owner': owner, 'versions': []})
-        bad = [d for d in b.get('datasetDataSources') or [] if d.split('/')[-1] not in self.datasets]
-        if bad: return 200, {'ref': f'/code/{ref}', 'invalidDatasetSources': bad, 'error': 'invalid dataset sources'}
-        n = len(k['versions']) + 1
+        k = self.kernels.setdefault(slug, {'owner': owner, 'versions': [], 'stale': 0})
+        bad = [d for d in b.get('datasetDataSources') or [] if self._ready(d) is None]
+        n, k['stale'] = len(k['versions']) + 1, self.stale_polls if k['versions'] else 0
         sess = self.root/'sessions'/f'{slug}-v{n}'
-        v = {'number': n, 'status': 'QUEUED', 'failure': None, 'log': [], 'dir': sess,
-             'working': sess/'kaggle'/'working', 'request': b, 'proc': None}
+        v = {'number': n, 'status': 'QUEUED', 'failure': None, 'log': [], 'dir': sess, 'working': sess/'kaggle'/'working',
+             'request': b, 'proc': None, 'mounted': {}, 'image': None}
         k['versions'].append(v)
     t = threading.Thread(target=self._run_kernel, args=(slug, v), daemon=True)
     self._threads.append(t)
     t.start()
-    return 200, {'ref': f'/code/{ref}', 'url': f'{self.url}/code/{ref}', 'versionNumber': n}
+    return 200, {'ref': f'/code/{owner}/{slug}', 'url': f'{self.url}/code/{owner}/{slug}', 'versionNumber': n,
+                 **({'invalidDatasetSources': bad} if bad else {})}
+
+@patch
+def _ready(self:KaggleStandin, ref):
+    "The newest ready version of dataset `ref` ('owner/slug'), or None when there is none this account can attach."
+    owner, _, slug = ref.rpartition('/')
+    ds = self.datasets.get(slug)
+    if ds is None or owner != self.username: return None
+    return max((i + 1 for i, st in enumerate(ds['states']) if st['status'] == 'READY'), default=None)
 
 # %% ../nbs/12_standin.ipynb #3eb1a6c4
+_DENIED = 403, {'code': 403, 'message': "Permission 'kernels.get' was denied"}
+
 @patch
-def _latest(self:KaggleStandin, b):
+def _version(self:KaggleStandin, b):
+    "The version a request names (`versionLabel` 'vN'); without one the newest, or the one before while a push is fresh."
     k = self.kernels.get(b.get('kernelSlug'))
     if k is None or not k['versions'] or b.get('userName') != k['owner']: return None
+    if (label := b.get('versionLabel')):
+        n = int(m[1]) if (m := re.fullmatch(r'v?(\d+)', str(label))) else 0
+        return k['versions'][n - 1] if 1 <= n <= len(k['versions']) else None
+    with self.lock:
+        if k['stale'] > 0:
+            k['stale'] -= 1
+            return k['versions'][-2]
     return k['versions'][-1]
 
 @patch
 def _api_GetKernelSessionStatus(self:KaggleStandin, b):
-    v = self._latest(b)
-    if v is None: return 404, {'code': 404, 'message': 'kernel not found'}
+    if (v := self._version(b)) is None: return _DENIED
     return 200, {'status': v['status'], **({'failureMessage': v['failure']} if v['failure'] else {})}
 
 @patch
 def _api_ListKernelSessionOutput(self:KaggleStandin, b):
-    v = self._latest(b)
-    if v is None: return 404, {'code': 404, 'message': 'kernel not found'}
+    if (v := self._version(b)) is None: return _DENIED
     files = []
     if v['status'] in ('COMPLETE', 'ERROR') and v['working'].exists():
         for p in sorted(v['working'].rglob('*')):
             if p.is_file():
                 rel = p.relative_to(v['working']).as_posix()
                 files.append({'fileName': rel, 'url': f"{self.url}/files/{b['kernelSlug']}/{v['number']}/{quote(rel)}"})
-    return 200, {'files': files, 'log': json.dumps(v['log'])}
+    start, size = int(b.get('pageToken') or 0), min(int(b.get('pageSize') or 20), self.output_page_size)
+    more = {'nextPageToken': str(start + size)} if start + size < len(files) else {}
+    return 200, {'files': files[start:start + size], 'log': json.dumps(v['log']), **more}
+
+# %% ../nbs/12_standin.ipynb #9c778b4c
+@patch
+def _api_GetKernel(self:KaggleStandin, b):
+    k = self.kernels.get(b.get('kernelSlug'))
+    if k is None or not k['versions'] or b.get('userName') != k['owner']: return _DENIED
+    r, slug = k['versions'][-1]['request'], b['kernelSlug']
+    meta = {'ref': f"{k['owner']}/{slug}", 'slug': slug, 'title': r.get('newTitle') or slug, 'author': k['owner'],
+            'currentVersionNumber': len(k['versions']), 'enableGpu': bool(r.get('enableGpu')),
+            'enableTpu': bool(r.get('enableTpu')), 'machineShape': r.get('machineShape') or ''}
+    return 200, {'metadata': meta, 'blob': {'source': r.get('text', ''), 'language': 'python', 'kernelType': 'notebook', 'slug': slug}}
 
 # %% ../nbs/12_standin.ipynb #077d83d4
 @patch
 def _api_GetAcceleratorQuotaStatistics(self:KaggleStandin, b):
     refresh = (datetime.now(timezone.utc) + timedelta(days=3)).strftime('%Y-%m-%dT%H:%M:%S.000Z')
-    q = {'timeUsed': _td(self.quota_used_s), 'totalTimeAllowed': _td(self.quota_total_s), 'hasEverRun': True}
-    return 200, {'quotaRefreshTime': refresh, 'gpuQuota': q,
-                 'tpuQuota': {'timeUsed': '0s', 'totalTimeAllowed': _td(20 * 3600)}}
+    q = lambda used, total: {'timeUsed': _td(used), 'totalTimeAllowed': _td(total), 'hasEverRun': True}
+    return 200, {'quotaRefreshTime': refresh, 'gpuQuota': q(self.quota_used_s, self.quota_total_s),
+                 'tpuQuota': q(self.tpu_quota_used_s, self.tpu_quota_total_s)}
 
 @patch
 def _mount(self:KaggleStandin, slug, v):
     inp = v['dir']/'kaggle'/'input'
     for d in v['request'].get('datasetDataSources') or []:
+        if (n := self._ready(d)) is None: continue  # an invalid source: the session runs without it
         s = d.split('/')[-1]
-        vers = self.datasets[s]['versions']
-        shutil.copytree(vers[-1], inp/s)
+        shutil.copytree(self.datasets[s]['versions'][n - 1], inp/s)
+        v['mounted'][s] = n
     for kref in v['request'].get('kernelDataSources') or []:
         s = kref.split('/')[-1]
         done = [x for x in self.kernels.get(s, {'versions': []})['versions'] if x['status'] == 'COMPLETE']
@@ -274,33 +326,45 @@ def _localise(nb_text:str, # a notebook's JSON, as pushed
 
 # %% ../nbs/12_standin.ipynb #0e497cbd
 @patch
+def _session_env(self:KaggleStandin, v, fake):
+    "The session's environment: no credentials, the fake root, no GPU unless asked, and on a TPU push the TPU VM or the pinned image."
+    b = v['request']
+    env = {k: x for k, x in os.environ.items() if not k.startswith(('KAGGLE_', 'TPU_'))}
+    env.update(KAGGLE_KERNEL_RUN_TYPE='Batch', LETTER8_KAGGLE_ROOT=str(fake), TMPDIR=str(fake/'temp'),
+               PATH=f"{Path(self.python).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    if not b.get('enableGpu'): env['CUDA_VISIBLE_DEVICES'] = ''
+    if b.get('enableTpu'):  # kaggle-cli issue 1197: a pinned image wins over the TPU VM; neither has torch_xla here
+        kaggle_meta = json.loads(b.get('text') or '{}').get('metadata', {}).get('kaggle', {})
+        pinned = b.get('dockerImage') or kaggle_meta.get('dockerImageVersionId')
+        v['image'] = 'standard' if pinned else 'tpu-vm'
+        if not pinned: env['TPU_ACCELERATOR_TYPE'] = 'v5litepod-8'
+    return env
+
+# %% ../nbs/12_standin.ipynb #522c40a1
+@patch
 def _run_kernel(self:KaggleStandin, slug, v):
     b, sess = v['request'], v['dir']
     fake = sess/'kaggle'
     v['working'].mkdir(parents=True)
     (fake/'temp').mkdir()
     self._mount(slug, v)
-    (sess/'notebook.ipynb').write_text(_localise(b['text'], fake))
-    env = {k: v_ for k, v_ in os.environ.items() if not k.startswith('KAGGLE_')}
-    env.update(KAGGLE_KERNEL_RUN_TYPE='Batch', LETTER8_KAGGLE_ROOT=str(fake), TMPDIR=str(fake/'temp'),
-               PATH=f"{Path(self.python).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    if not b.get('enableGpu'): env['CUDA_VISIBLE_DEVICES'] = ''
+    (sess/'notebook.ipynb').write_text(_localise(b.get('text') or '{}', fake))
     timeout = b.get('sessionTimeoutSeconds') or self.session_timeout_s
     cmd = [self.python, '-m', 'papermill', str(sess/'notebook.ipynb'), str(sess/'__notebook__.ipynb'),
            '--cwd', str(v['working']), '-k', 'python3', '--log-output', '--no-progress-bar']
     t0 = time.time()
     v['status'] = 'RUNNING'
     with open(sess/'log.txt', 'w') as logf:
-        p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=self._session_env(v, fake), start_new_session=True)
         v['proc'] = p
         try: rc, killed = p.wait(timeout=timeout), False
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL); p.wait(); rc, killed = -9, True
     wall = time.time() - t0
-    text = (sess/'log.txt').read_text(errors='replace')
-    v['log'] = [{'stream_name': 'stdout', 'time': round(wall, 3), 'data': text}]
-    if b.get('enableGpu') or b.get('enableTpu'):
-        with self.lock: self.quota_used_s += self.charge_s if self.charge_s is not None else wall
+    v['log'] = [{'stream_name': 'stdout', 'time': round(wall, 3), 'data': (sess/'log.txt').read_text(errors='replace')}]
+    with self.lock:
+        if b.get('enableTpu'): self.tpu_quota_used_s += self.charge_s if self.charge_s is not None else wall
+        elif b.get('enableGpu'): self.quota_used_s += self.charge_s if self.charge_s is not None else wall
     if killed: v['failure'], v['status'] = f'Your notebook tried to exceed the max run time of {timeout} s', 'ERROR'
     elif rc: v['failure'], v['status'] = 'Notebook failed: see the log', 'ERROR'
     else: v['status'] = 'COMPLETE'
@@ -326,6 +390,8 @@ def _new_version(self:KaggleStandin, slug, files):
             with zipfile.ZipFile(blob['path']) as z: z.extractall(dst/name[:-4])
         else: shutil.copy(blob['path'], dst/name)
     ds['versions'].append(dst)
+    ds['states'].append({'status': 'BLOBS_RECEIVED', 'polls': self.dataset_polls,
+                         'fails': len(ds['versions']) in self.fail_dataset_versions})
     return len(ds['versions'])
 
 # %% ../nbs/12_standin.ipynb #1c7b8b3f
@@ -334,8 +400,8 @@ def _api_CreateDataset(self:KaggleStandin, b):
     slug = b['slug']
     if b.get('ownerSlug') != self.username: return 403, {'code': 403, 'message': 'not your account'}
     with self.lock:
-        if slug in self.datasets: return 200, {'status': 'error', 'error': 'slug in use'}
-        self.datasets[slug] = {'versions': [], 'private': b.get('isPrivate'), 'title': b.get('title')}
+        if slug in self.datasets: return 200, {'status': 'error', 'error': f'The requested slug "{slug}" is already in use'}
+        self.datasets[slug] = {'versions': [], 'states': [], 'private': b.get('isPrivate'), 'title': b.get('title')}
         self._new_version(slug, b.get('files') or [])
     return 200, {'ref': f"{self.username}/{slug}", 'url': f"{self.url}/datasets/{self.username}/{slug}", 'status': 'ok'}
 
@@ -347,6 +413,23 @@ def _api_CreateDatasetVersion(self:KaggleStandin, b):
     return 200, {'ref': f"{self.username}/{slug}", 'url': f"{self.url}/datasets/{self.username}/{slug}/versions/{n}", 'status': 'ok'}
 
 @patch
+def _current(self:KaggleStandin, ds):
+    "The version a dataset's status speaks of: the newest that finished processing (ready or failed), else the newest."
+    return max((i + 1 for i, st in enumerate(ds['states']) if st['status'] != 'BLOBS_RECEIVED'), default=len(ds['states']))
+
+@patch
 def _api_GetDatasetStatus(self:KaggleStandin, b):
-    if b.get('datasetSlug') not in self.datasets: return 404, {'code': 404, 'message': 'dataset not found'}
-    return 200, {'status': 'READY'}
+    if (ds := self.datasets.get(b.get('datasetSlug'))) is None: return 404, {'code': 404, 'message': 'dataset not found'}
+    with self.lock:
+        for st in ds['states']:  # time passes: each poll brings the versions being processed closer to done
+            if st['status'] != 'BLOBS_RECEIVED': continue
+            st['polls'] -= 1
+            if st['polls'] <= 0: st['status'] = 'FAILED' if st['fails'] else 'READY'
+    return 200, {'status': ds['states'][self._current(ds) - 1]['status']}
+
+@patch
+def _api_GetDataset(self:KaggleStandin, b):
+    if (ds := self.datasets.get(b.get('datasetSlug'))) is None: return 404, {'code': 404, 'message': 'dataset not found'}
+    slug = b['datasetSlug']
+    return 200, {'ref': f'{self.username}/{slug}', 'title': ds['title'] or slug, 'isPrivate': bool(ds['private']),
+                 'currentVersionNumber': self._current(ds)}

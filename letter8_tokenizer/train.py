@@ -28,8 +28,9 @@ from .model import (Letter8, build_tokenizer, compute_losses, refresh_groups, la
 from .session import Deadline
 from .checkpoint import data_fingerprint
 from .distributed import (Shard, rank_and_world, shard_rows, pick_device, broadcast_object, gather_rows,
-                                           average_grads, shard_batch)
-from .loop import Trainable, SegmentResult, run_segment, run_distributed, deadline_args, on_xla, read_losses
+                                           average_grads, shard_batch, resolve_precision)
+from .loop import (Trainable, SegmentResult, run_segment, run_distributed, deadline_args, on_xla, read_losses,
+                                   grad_scaler, scaled_backward, optimizer_step)
 
 # %% ../nbs/06_train.ipynb #cbd1e679
 @torch.no_grad()
@@ -158,6 +159,7 @@ def train_step(model:Letter8, # the tokenizer
                cf:torch.Tensor|np.ndarray|None=None, # [n, cf_dim] their CF embeddings
                shard:Shard|None=None, # under DDP: where these rows sit in the global batch
                ddp:nn.Module|None=None, # under DDP: `DistributedDataParallel(StepModule(model))`
+               scaler:torch.amp.GradScaler|None=None, # under float16: the loss scaler (`loop.grad_scaler`)
               ) -> dict:
     "One optimisation step; every loss term as a float (under DDP: this rank's, see `sync_step`), plus the `learning_signals`."
     model.train()
@@ -173,9 +175,8 @@ def train_step(model:Letter8, # the tokenizer
         out = model(x)
         losses = compute_losses(model, out, x, c)
     opt.zero_grad(set_to_none=True)
-    (losses['total'] * shard.weight if sharded else losses['total']).backward()
-    if model.cfg.optim.grad_clip: torch.nn.utils.clip_grad_norm_(model.parameters(), model.cfg.optim.grad_clip)
-    opt.step()
+    scaled_backward(losses['total'] * shard.weight if sharded else losses['total'], scaler)
+    optimizer_step(opt, scaler, model.cfg.optim.grad_clip, model.parameters())
     if sharded:  # every rank applies the same EMA update and re-seeding, from the global batch
         residuals, codes = gather_rows(torch.stack(out['residuals'], 1).detach(), shard), out['all_codes']
         for l, lvl in enumerate(model.levels): lvl.ema_step(residuals[:, l], codes[:, l])
@@ -196,6 +197,7 @@ def decoder_step(model:Letter8, # the tokenizer
                  shard:Shard|None=None, # under DDP: where these rows sit in the global batch
                  codes:torch.Tensor|np.ndarray|None=None, # [n, levels] the rows' codes (`encode`'s, kept by the loop); None: encode here
                  latent_spread:float|None=None, # with `codes`: the latents' spread to report (encoder frozen: one number for the catalog)
+                 scaler:torch.amp.GradScaler|None=None, # under float16: the loss scaler (`loop.grad_scaler`)
                 ) -> dict:
     """One step of the decoder alone on the items' nearest codes, encoder and codebooks frozen: `recon`, `total` and the
     `learning_signals`, as floats."""
@@ -210,10 +212,9 @@ def decoder_step(model:Letter8, # the tokenizer
     loss = F.mse_loss(recon, xn)
     total = model.cfg.loss.recon * loss
     opt.zero_grad(set_to_none=True)
-    (total * shard.weight if sharded else total).backward()
+    scaled_backward(total * shard.weight if sharded else total, scaler)
     if sharded: average_grads(decoder_params(model))
-    if model.cfg.optim.grad_clip: torch.nn.utils.clip_grad_norm_(decoder_params(model), model.cfg.optim.grad_clip)
-    opt.step()
+    optimizer_step(opt, scaler, model.cfg.optim.grad_clip, decoder_params(model))
     out = dict(recon=loss, total=total, **learning_signals(dict(xn=xn, z=z, recon=recon), shard if sharded else None))
     if z is None and latent_spread is not None: out['latent_spread'] = torch.tensor(latent_spread)
     model.train()
@@ -296,12 +297,15 @@ def tokenizer_draws(cfg:Config, # the run's config; `data.popularity` is the exp
 class TokenizerTask(Trainable):
     "The LETTER tokenizer on a catalog as a `loop.Trainable`: k-means init on a fresh start, diversity groups refreshed at epoch ends."
     loss_key, distributed, start_note = 'total', True, 'k-means init'
+    precision_keys = ('model.precision',) # a checkpoint differing only in it continues under 'auto' (`Trainable.accepts_config`)
     def __init__(self, cfg:Config, # the run's config (sizes from the data are filled in)
                  items:Items, # the catalog
                  device:str|torch.device|None=None, # `pick_device`: None/'auto': this rank's GPU, else a TPU, else CPU; 'xla' forces XLA
                 ):
         self.cfg, self.items = resolve_config(cfg, items), items
         self.device = pick_device(device)
+        self.precision = resolve_precision(self.cfg.model.precision, self.device, 'model.precision')  # refused here, before any work
+        self.scaler = grad_scaler(self.precision, self.device)  # float16's loss scaler; the loop checkpoints it
         self.model = build_tokenizer(self.cfg, items).to(self.device)
         self.opt, self.ddp = make_optimizer(self.model), None
         s = self.cfg.schedule
@@ -349,8 +353,9 @@ def step(self:TokenizerTask, batch, # a batch of `batches`
     emb, cf = (batch.emb, batch.cf) if shard is None else (shard.take(batch.emb), None if batch.cf is None else shard.take(batch.cf))
     if self.epoch >= self.decoder_from:
         codes, spread = self.decoder_codes()
-        return decoder_step(self.model, self.opt, emb, shard, codes[batch.index if shard is None else shard.take(batch.index)], spread)
-    return train_step(self.model, self.opt, emb, cf, shard, self.ddp)
+        rows = batch.index if shard is None else shard.take(batch.index)
+        return decoder_step(self.model, self.opt, emb, shard, codes[rows], spread, self.scaler)
+    return train_step(self.model, self.opt, emb, cf, shard, self.ddp, self.scaler)
 
 # %% ../nbs/06_train.ipynb #f0e1d2c4
 def refit_levels(model, # the tokenizer (`Letter8`); its codebooks and EMA statistics are replaced
@@ -363,7 +368,9 @@ def refit_levels(model, # the tokenizer (`Letter8`); its codebooks and EMA stati
     if world == 1: return refit_codebooks(model, items, keep=keep, draws=draws)
     if rank == 0: refit_codebooks(model, items, keep=keep, draws=draws)
     books = broadcast_object({k: v.cpu() for k, v in model.state_dict().items() if k.startswith('levels.')} if rank == 0 else None)
-    model.load_state_dict(books, strict=False)
+    own = model.state_dict()  # in place: a partial load_state_dict runs the load hooks, and the normaliser's resets it
+    with torch.no_grad():
+        for k, v in books.items(): own[k].copy_(v)
 
 # %% ../nbs/06_train.ipynb #8ccbacb6
 def _frozen_key(model) -> tuple:
