@@ -6,9 +6,9 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/retriever.html.md"""
 
 # %% auto #0
 __all__ = ['METRICS', 'RETRIEVER_PRESETS', 'PAD', 'BOS', 'FIRST', 'RetrieverConfig', 'prefix_lengths', 'retriever_config',
-           'Retriever', 'retriever_loss', 't5_bucket', 'T5Attention', 'T5Block', 'T5Retriever', 'retriever_model',
-           'beam_search', 'target_ranks', 'RetrievalBatch', 'make_batch', 'check_batch', 'RetrieverTask', 'user_bucket',
-           'warmup_lr', 'train_retriever_segment', 'retriever_segment']
+           'Retriever', 'grow_cache', 'retriever_loss', 't5_bucket', 'T5Attention', 'T5Block', 'T5Retriever',
+           'retriever_model', 'beam_search', 'target_ranks', 'RetrievalBatch', 'make_batch', 'check_batch',
+           'RetrieverTask', 'user_bucket', 'warmup_lr', 'train_retriever_segment', 'retriever_segment']
 
 # %% ../nbs/14a_retriever.ipynb #c1ca5642
 import hashlib, json, math, time, tempfile
@@ -168,6 +168,36 @@ def decode(self:Retriever, prefix:torch.Tensor, # [u, b, t] BOS then the first t
     x = (self.tok(prefix) + self.dec_pos.weight[:t]).view(u, b * t, -1)
     return self.decoder(x, memory, tgt_mask=blocked, memory_key_padding_mask=pad).view(u, b, t, -1)
 
+# %% ../nbs/14a_retriever.ipynb #b204ac1a
+def grow_cache(cache:list|None, # per decoder layer: `[u, b, t, d]` inputs of the earlier positions; None: none yet
+               layer:int, # the layer
+               h:torch.Tensor, # [u, b, d] the new position's input to that layer's self-attention
+              ) -> torch.Tensor:
+    "The layer's cache with `h` appended as position `t`: `[u, b, t + 1, d]`."
+    return h[:, :, None] if cache is None else torch.cat([cache[layer], h[:, :, None]], 2)
+
+def _flat(x:torch.Tensor) -> torch.Tensor: return x.reshape(x.shape[0] * x.shape[1], *x.shape[2:])  # [u, b, ...] -> [u * b, ...]
+
+def _inference_only(model):
+    if model.training: raise RuntimeError("decode_next runs without dropout, for inference: call model.eval() first.")
+
+@patch
+def decode_next(self:Retriever, tokens:torch.Tensor, # [u, b] each beam's newest token (BOS at the first position)
+                cache:list|None, # from the previous call (beams reordered as kept); None: the first position
+                memory:torch.Tensor, # [u, s, d] encoder states from `encode`
+                pad:torch.Tensor, # [u, s] their padding mask
+               ) -> tuple[torch.Tensor, list]:
+    "Decoder states `[u, b, d]` of each beam's newest position (`decode`'s last), and the cache that now holds it."
+    _inference_only(self)
+    u, b = tokens.shape
+    x, grown = self.tok(tokens) + self.dec_pos.weight[0 if cache is None else cache[0].shape[2]], []
+    for i, layer in enumerate(self.decoder.layers):
+        h = layer.norm1(x); grown.append(kv := grow_cache(cache, i, h))
+        x = x + layer.self_attn(_flat(h)[:, None], _flat(kv), _flat(kv), need_weights=False)[0].view(u, b, -1)
+        x = x + layer.multihead_attn(layer.norm2(x), memory, memory, key_padding_mask=pad, need_weights=False)[0]
+        x = x + layer.linear2(layer.activation(layer.linear1(layer.norm3(x))))
+    return self.decoder.norm(x), grown
+
 # %% ../nbs/14a_retriever.ipynb #ec28546e
 def retriever_loss(model:Retriever, # the model
                    hist:torch.Tensor, # [b, s] history tokens
@@ -285,6 +315,27 @@ class T5Retriever(Retriever):
         for blk in self.decoder: x = blk(x, bias, memory, memory_bias)
         return self.dec_norm(x).view(u, b, t, -1)
 
+# %% ../nbs/14a_retriever.ipynb #41b6cef9
+@patch
+def decode_next(self:T5Retriever, tokens:torch.Tensor, # [u, b] each beam's newest token (BOS at the first position)
+                cache:list|None, # from the previous call (beams reordered as kept); None: the first position
+                memory:torch.Tensor, # [u, s, d] encoder states
+                pad:torch.Tensor, # [u, s] their padding mask
+               ) -> tuple[torch.Tensor, list]:
+    "Decoder states `[u, b, d]` of each beam's newest position (`decode`'s last), and the cache that now holds it."
+    _inference_only(self)
+    u, b = tokens.shape
+    t = 0 if cache is None else cache[0].shape[2]
+    bias = self.dec_bias(t5_bucket(torch.arange(t + 1, device=tokens.device) - t, False)).T[None, :, None]  # [1, heads, 1, t + 1]
+    memory_bias = torch.zeros(pad.shape, device=pad.device).masked_fill(pad, -math.inf)[:, None, None]
+    x, grown = self.tok(tokens), []
+    for i, blk in enumerate(self.decoder):
+        h = blk.n1(x); grown.append(kv := grow_cache(cache, i, h))
+        x = x + blk.att(_flat(h)[:, None], _flat(kv), bias).view(u, b, -1)
+        x = x + blk.cross(blk.n2(x), memory, memory_bias)
+        x = x + blk.ff(blk.n3(x))
+    return self.dec_norm(x), grown
+
 # %% ../nbs/14a_retriever.ipynb #c6a47c7c
 def retriever_model(sizes:tuple, # codes per level of the scheme
                     cfg:RetrieverConfig, # hyperparameters
@@ -293,11 +344,17 @@ def retriever_model(sizes:tuple, # codes per level of the scheme
     return (T5Retriever if cfg.preset == 'tiger' else Retriever)(sizes, cfg)
 
 # %% ../nbs/14a_retriever.ipynb #577542af
+def _next_states(model, tokens, cache, prefix, memory, pad, cached:bool):
+    "The beams' newest decoder states `[u, b, d]` and the cache (cached), or by decoding the whole `prefix` again."
+    if cached: return model.decode_next(tokens, cache, memory, pad)
+    return model.decode(prefix, memory, pad)[:, :, -1], None
+
 @torch.no_grad()
 def beam_search(model:Retriever, # a trained model
                 trie:PrefixTrie, # the scheme's valid IDs
                 hist:torch.Tensor, # [u, s] history tokens of u users
                 beam:int=20, # beams kept, and items returned per user
+                cached:bool=True, # read earlier positions from `decode_next`'s cache; False: decode each prefix again
                ) -> tuple[torch.Tensor, torch.Tensor]:
     "Top `beam` items `[u, beam]` (best first) and their log-probabilities."
     model.eval()
@@ -305,10 +362,10 @@ def beam_search(model:Retriever, # a trained model
     memory, pad = model.encode(hist)
     dev = hist.device
     prefix, score = torch.full((u, 1, 1), BOS, dtype=torch.long, device=dev), torch.zeros(u, 1, device=dev)
-    node = torch.zeros(u, 1, dtype=torch.long, device=dev)
+    node, cache = torch.zeros(u, 1, dtype=torch.long, device=dev), None
     for l, k in enumerate(model.sizes):
         b = prefix.shape[1]
-        h = model.decode(prefix, memory, pad)[:, :, -1]
+        h, cache = _next_states(model, prefix[:, :, -1], cache, prefix, memory, pad, cached)
         logp = F.log_softmax(model.level_logits(h, l), -1)
         cand = (score[..., None] + logp).masked_fill(~trie.allowed(l, node.flatten()).view(u, b, k), -math.inf)
         score, idx = cand.flatten(1).topk(min(beam, b * k), 1)
@@ -316,6 +373,7 @@ def beam_search(model:Retriever, # a trained model
         node = trie.child(l, node.gather(1, parent), code)[0]
         prefix = torch.cat([prefix.gather(1, parent[..., None].expand(-1, -1, prefix.shape[2])),
                             (FIRST + model.offsets[l] + code)[..., None]], 2)
+        if cached: cache = [c.gather(1, parent[..., None, None].expand(-1, -1, *c.shape[2:])) for c in cache]
     items = trie.item[node].masked_fill(score == -math.inf, -1)
     if items.shape[1] < beam:
         items = F.pad(items, (0, beam - items.shape[1]), value=-1); score = F.pad(score, (0, beam - score.shape[1]), value=-math.inf)

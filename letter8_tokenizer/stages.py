@@ -127,7 +127,9 @@ def _run_stage(s:Segment, # the open segment
     "Run stage `name` when it is the run's next, else say why not; record the result."
     if name not in STAGES: raise ValueError(f"stage {name!r} does not exist: use one of {', '.join(STAGES)}.")
     t0, why, (phase, phase_why) = time.time(), STAGES[name].pending(s), s.phase()
-    if why is None: r = StageResult(name, 'skipped', message='nothing left: ' + phase_why)
+    if why is None:  # finished, now or before
+        then = f'; the run goes on with {phase}: ' if phase != name else ': '
+        r = StageResult(name, 'skipped', message='nothing left' + then + phase_why)
     elif phase != name: r = StageResult(name, 'waiting', message=f"waits for {phase}: {phase_why}")
     else:
         r = STAGES[name].run(s)

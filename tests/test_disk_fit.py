@@ -3,7 +3,7 @@ checkpoints and the one being written, metrics, the export, the catalog, SASRec'
 a run that cannot fit its disk's free space, with the numbers and the fix, leaving the folder as it was. The estimate is
 checked against what real tiny runs write at their peak (measured at each checkpoint commit, before the oldest
 checkpoint goes, and at the end), fresh and resumed."""
-import json, time
+import json
 from pathlib import Path
 import numpy as np
 import pytest
@@ -62,10 +62,11 @@ def test_refused_before_step_0_nothing_written(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []  # not even the run folder
 
 
-def test_check_is_quick(tmp_path):
-    estimate(params(tmp_path))  # imports warm
-    t0 = time.perf_counter(); need = estimate(params(tmp_path)); dt = time.perf_counter() - t0
-    assert dt < 2.0 and {'catalog', 'training metrics', 'tokenizer checkpoints', 'export'} == set(need), (dt, need)
+def test_check_names_its_parts(tmp_path):
+    "The estimate builds the model on torch's meta device and opens no data: it names each part and touches nothing."
+    need = estimate(params(tmp_path))
+    assert {'catalog', 'training metrics', 'tokenizer checkpoints', 'export'} == set(need) and all(v > 0 for v in need.values()), need
+    assert list(tmp_path.iterdir()) == []  # not even the run folder
 
 
 def test_estimate_within_1_5_of_a_tiny_run(tmp_path, peak):

@@ -92,7 +92,7 @@ def test_cell_on_a_tpu_image_keeps_its_torch(kernel, tmp_path):
     script = tmp_path/'cell.py'
     script.write_text(f"import sys, subprocess; sys.path.insert(0, {str(tmp_path/'image')!r})\n" + body +
                       f"\nprint(ensure_installed({str(wheels)!r}, module='letter8_tokenizer_not_here', run=lambda c: print('PIP', c) or subprocess.CompletedProcess(c, 0, '', '')))\n"
-                      "import torch; print('TORCH', torch.__version__)\n")
+                      "import importlib.metadata as md; print('TORCH', md.version('torch'))\n")  # as pip knows it (PyPI's 2.8.0: no +cu128)
     out = subprocess.run([str(py), str(script)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     torch_version = next(l.split()[1] for l in out.stdout.splitlines() if l.startswith('TORCH '))

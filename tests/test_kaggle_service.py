@@ -218,7 +218,8 @@ def test_admin_only_pool_and_the_t4_names(env, standin, fake_nb):
     assert not standin.pushes
 
 
-TPU_PROBE = '''from letter8_tokenizer.kaggle_env import probe_environment
+TPU_PROBE = '''import sys; sys.modules['torch_xla'] = None  # the standard image: no torch_xla (the stand-in runs sessions here, which may have it)
+from letter8_tokenizer.kaggle_env import probe_environment
 probe_environment(device=device)  # the segment notebook's environment cell: refuses a TPU session without torch_xla
 '''
 
