@@ -128,7 +128,7 @@ def _run_stage(s:Segment, # the open segment
     if name not in STAGES: raise ValueError(f"stage {name!r} does not exist: use one of {', '.join(STAGES)}.")
     t0, why, (phase, phase_why) = time.time(), STAGES[name].pending(s), s.phase()
     if why is None:  # finished, now or before
-        then = f'; the run goes on with {phase}: ' if phase != name else ': '
+        then = f'; the run goes on with {phase}: ' if phase not in (name, 'done') else ': '
         r = StageResult(name, 'skipped', message='nothing left' + then + phase_why)
     elif phase != name: r = StageResult(name, 'waiting', message=f"waits for {phase}: {phase_why}")
     else:
