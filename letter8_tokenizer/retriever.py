@@ -45,11 +45,11 @@ class RetrieverConfig:
     dec_layers: int = 2 # decoder layers
     ff: int = 256 # feed-forward width
     dropout: float = 0.1 # dropout in every layer
-    lr: float = 1e-3 # AdamW learning rate (with warmup: the peak)
-    warmup: int = 0 # steps of linear warm-up, after which the rate falls as 1 / sqrt(step); 0: a constant rate
+    lr: float = 3e-3 # AdamW learning rate (with warmup: the peak)
+    warmup: int = 500 # steps of linear warm-up (at most a tenth of the run's), then the rate falls as 1 / sqrt(step); 0: a constant rate
     weight_decay: float = 0.0 # AdamW weight decay
     batch_size: int = 256 # training samples per step
-    epochs: int = 10 # at most this many passes over the training samples (small judge: ~1 minute each, 8-letter IDs, Beauty, 2 cores)
+    epochs: int = 10 # at most this many passes over the training samples (small judge, 8-letter IDs, Beauty, 2 cores: ~30 s each)
     patience: int = 3 # stop after this many epochs without a better validation score
     valid_users: int = 2000 # validation users scored after each epoch (a fixed sample); 0: all
     metric: str = 'ndcg@10' # validation score that picks the best epoch
@@ -516,10 +516,11 @@ def batches(self:RetrieverTask, epoch:int, # the epoch
 # %% ../nbs/14a_retriever.ipynb #a3e9b0c1
 def warmup_lr(cfg:RetrieverConfig, # lr and warmup
               step:int, # optimiser steps taken
+              total:int|None=None, # the run's steps at its epoch cap: the warm-up takes at most a tenth of them; None: no limit
              ) -> float:
-    "Linear warm-up to `lr` over `warmup` steps, then `lr * sqrt(warmup / step)` (T5's inverse square root)."
-    s = step + 1
-    return cfg.lr * min(s / cfg.warmup, math.sqrt(cfg.warmup / s))
+    "Linear warm-up to `lr` over `warmup` steps (at most `total // 10`), then `lr * sqrt(warmup / step)` (T5's inverse square root)."
+    s, w = step + 1, cfg.warmup if total is None else max(1, min(cfg.warmup, total // 10))
+    return cfg.lr * min(s / w, math.sqrt(w / s))
 
 # %% ../nbs/14a_retriever.ipynb #1dd1c3d4
 @patch
@@ -548,7 +549,7 @@ def step(self:RetrieverTask, batch:RetrievalBatch, # a training batch
     hist, target = (batch.hist, batch.target) if shard is None else (shard.take(batch.hist), shard.take(batch.target))
     hist, target = shard_batch(hist.to(self.device)), shard_batch(target.to(self.device))  # under SPMD: rows over every chip
     if self.cfg.warmup:
-        for g in self.opt.param_groups: g['lr'] = warmup_lr(self.cfg, self.steps_done())
+        for g in self.opt.param_groups: g['lr'] = warmup_lr(self.cfg, self.steps_done(), self.cfg.epochs * self.n_batches())
     with autocast_for(self.precision, self.device): loss = (self.ddp or self.model)(hist, target)  # `retriever_loss` of these rows
     scaled_backward(loss * shard.weight if shard else loss, self.scaler); optimizer_step(self.opt, self.scaler)
     t = loss.detach() * (shard.size / shard.n if shard else 1.0)  # this rank's share of the batch's mean
