@@ -49,7 +49,7 @@ class RetrieverConfig:
     warmup: int = 500 # steps of linear warm-up (at most a tenth of the run's), then the rate falls as 1 / sqrt(step); 0: a constant rate
     weight_decay: float = 0.0 # AdamW weight decay
     batch_size: int = 256 # training samples per step
-    epochs: int = 10 # at most this many passes over the training samples (small judge, 8-letter IDs, Beauty, 2 cores: ~30 s each)
+    epochs: int = 10 # at most this many passes over the training samples
     patience: int = 3 # stop after this many epochs without a better validation score
     valid_users: int = 2000 # validation users scored after each epoch (a fixed sample); 0: all
     metric: str = 'ndcg@10' # validation score that picks the best epoch
