@@ -7,8 +7,9 @@ L-letter ID, beam x l positions per user, and a self-attention over all of them.
 default) each level decodes one new position per beam. This script trains the small judge for --epochs on Beauty's
 training samples, then ranks the same users both ways and reports milliseconds per user, the speed-up, and how often
 the two agree (the same 20 items in the same order; the largest score difference, float rounding only). It also
-profiles where an epoch's time goes: the training steps (median step over --steps batches, and the operators that
-take most of it) against the validation users' beam search, and the test users' at the end.
+profiles where an epoch's time goes: the training steps (median step over --steps batches, each part of a step timed
+alone with its own backward pass, the same step without dropout, and the operators that take most of it) against the
+validation users' beam search, and the test users' at the end.
 
   python bench/judge/beam.py                          # random 8-letter IDs of 256 codes (the cost depends on the shape)
   python bench/judge/beam.py --ids <work>/judge/codes # the kit's IDs of a judge run (any scheme `ids.load_scheme` reads)
@@ -16,14 +17,15 @@ take most of it) against the validation users' beam search, and the test users' 
 Writes bench/results/beam_search.json. The data are read from <data>/beauty (bench/common.py: --data, $LETTER8_DATA).
 """
 import argparse, sys, time
+from dataclasses import asdict
 from pathlib import Path
 import numpy as np
-import torch
+import torch, torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the clone's root, for bench.common
 from bench.common import RESULTS, add_data_flag, beauty, write_result
 from letter8_tokenizer.sequences import read_interactions, leave_one_out
 from letter8_tokenizer.ids import load_scheme, random_scheme
-from letter8_tokenizer.retriever import RetrieverTask, beam_search
+from letter8_tokenizer.retriever import RetrieverTask, beam_search, BOS, FIRST
 
 
 def ranked(task, samples, cached:bool, batch:int) -> tuple:
@@ -35,18 +37,49 @@ def ranked(task, samples, cached:bool, batch:int) -> tuple:
     return np.concatenate(items), np.concatenate(scores), time.perf_counter() - t0
 
 
+def median_s(fn, batches) -> float:
+    "Median seconds of `fn(batch)` over `batches`."
+    times = []
+    for b in batches:
+        t0 = time.perf_counter(); fn(b); times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def step_parts(task, batches) -> dict:
+    "Milliseconds of each part of a training step on `batches`, each timed alone with its own backward pass."
+    m = task.model.train()
+    def memory(b): return [t.detach() for t in m.encode(b.hist)]
+    def states(b, mem): return m.decode(torch.cat([torch.full_like(b.target[:, :1], BOS), (FIRST + m.offsets + b.target)[:, :-1]], 1)[:, None],
+                                        *mem)[:, 0]
+    def heads(h, b): return sum(F.cross_entropy(m.level_logits(h[:, l], l), b.target[:, l]) for l in range(len(m.sizes))) / len(m.sizes)
+    def frozen(b):
+        with torch.no_grad(): return states(b, memory(b))
+    parts = dict(encoder=median_s(lambda b: m.encode(b.hist)[0].sum().backward(), batches),
+                 decoder=median_s(lambda b: states(b, memory(b)).sum().backward(), batches) - median_s(memory, batches),
+                 heads_and_loss=median_s(lambda b: heads(frozen(b).requires_grad_(), b).backward(), batches) - median_s(frozen, batches),
+                 optimiser=median_s(lambda b: task.opt.step(), batches))
+    task.opt.zero_grad(set_to_none=True)
+    return {k: round(v * 1000, 2) for k, v in parts.items()}
+
+
 def train_profile(task, steps:int) -> dict:
-    "Median seconds of a training step over `steps` batches of epoch 0, and each of the top operators' share of their time."
+    """Median seconds of a training step over `steps` batches of epoch 0, each part of it alone, the same step without
+    dropout (a fresh model of the same shape), and each of the top operators' share of their time."""
     from torch.profiler import profile, ProfilerActivity
-    times, it = [], task.batches(0)
+    it = task.batches(0)
     for _ in range(3): task.step(next(it))  # warm
-    for _ in range(steps):
-        b = next(it); t0 = time.perf_counter(); task.step(b); times.append(time.perf_counter() - t0)
+    batches = [next(it) for _ in range(steps)]
+    step_s = median_s(task.step, batches)
+    plain = RetrieverTask(task.scheme, task.split, dict(asdict(task.cfg), dropout=0.0))
+    for b in batches[:3]: plain.step(b)
+    plain_s = median_s(plain.step, batches)
+    parts = step_parts(task, batches)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(5): task.step(next(it))
     ops = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
     total = sum(e.self_cpu_time_total for e in ops)
-    return dict(step_s=float(np.median(times)), top_ops={e.key: round(e.self_cpu_time_total / total, 3) for e in ops[:8]})
+    return dict(step_s=step_s, step_no_dropout_s=plain_s, parts_ms=parts,
+                top_ops={e.key: round(e.self_cpu_time_total / total, 3) for e in ops[:8]})
 
 
 def main():
@@ -85,6 +118,8 @@ def main():
     print(f"an epoch: {task.n_batches()} training steps of {prof['step_s'] * 1000:.0f} ms = {steps_s:.0f} s; validating "
           f"{task.cfg.valid_users} users {epoch['before']['validation_s']:.0f} s before, {epoch['after']['validation_s']:.0f} s after; "
           f"scoring all {len(split.test)} test users {epoch['before']['test_s']:.0f} s before, {epoch['after']['test_s']:.0f} s after")
+    print(f"a training step: {prof['step_s'] * 1000:.0f} ms, without dropout {prof['step_no_dropout_s'] * 1000:.0f} ms "
+          f"({prof['step_no_dropout_s'] / prof['step_s']:.2f}x); alone: " + ', '.join(f'{k} {v:.0f} ms' for k, v in prof['parts_ms'].items()))
     print('a training step\'s time by operator:', ', '.join(f'{k} {v:.0%}' for k, v in prof['top_ops'].items()))
     note = (f"Beam search over {scheme.levels}-letter IDs ({scheme.name}), {len(samples)} Beauty test users, {a.threads} thread(s): "
             f"the decoder cache is {rows[1]['ratio']:.2f}x as fast, the same items for {same.mean():.1%} of users")

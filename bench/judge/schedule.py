@@ -4,8 +4,8 @@ The judge trains one retriever per ID scheme until its validation NDCG@10 stops 
 schedule (a constant AdamW rate of 1e-3, dropout 0.1, 256 samples a step) an 8-letter scheme on Beauty was still
 improving after 27 epochs (about 30 minutes on one core), so a verdict at convergence cost hours. This script trains the small judge on
 one scheme (the kit's 8-letter IDs of a judge run, the slowest shape of the length table) under each candidate
-schedule for at most --budget-s seconds with no early stopping, and records every epoch's validation score and the
-seconds it was reached. From each curve it reads what early stopping with each --patience would have done: the epoch
+schedule and regulariser (dropout, or AdamW weight decay in its place) for at most --budget-s seconds with no early
+stopping, and records every epoch's validation score and the seconds it was reached. From each curve it reads what early stopping with each --patience would have done: the epoch
 it stops at, the best validation NDCG@10 it keeps, and the seconds it takes. The test users are never scored here:
 the schedule is chosen on validation users.
 
@@ -28,11 +28,14 @@ from letter8_tokenizer.ids import load_scheme
 from letter8_tokenizer.retriever import RetrieverTask, retriever_config
 
 # each candidate names its whole schedule (the small preset's default is the chosen one); batch 256 in all: a larger batch
-# is no faster per sample on a CPU (393 us at 256, 399 us at 1024, one thread); dropout 0.1 is 30% of a step (101 -> 70 ms)
+# is no faster per sample on a CPU (393 us at 256, 399 us at 1024, one thread); dropout is about 30% of a step
+# (bench/results/beam_search.json, `train_step`), which weight decay in its place would save
 CANDIDATES = {'old': dict(lr=1e-3, warmup=0, dropout=0.1),  # the small preset before: a constant rate
               'lr3e-3': dict(lr=3e-3, warmup=500, dropout=0.1),  # the small preset's default now
               'lr5e-3': dict(lr=5e-3, warmup=500, dropout=0.1),
-              'lr3e-3-nodrop': dict(lr=3e-3, warmup=500, dropout=0.0)}
+              'lr3e-3-nodrop': dict(lr=3e-3, warmup=500, dropout=0.0),
+              'wd0.1-nodrop': dict(lr=3e-3, warmup=500, dropout=0.0, weight_decay=0.1),  # weight decay instead of dropout: no cost a step
+              'wd0.3-nodrop': dict(lr=3e-3, warmup=500, dropout=0.0, weight_decay=0.3)}
 
 
 def curve(scheme, split, overrides:dict, budget_s:float, seed:int, save) -> dict:
@@ -46,7 +49,7 @@ def curve(scheme, split, overrides:dict, budget_s:float, seed:int, save) -> dict
                          **{k: v for k, v in m.items() if k.startswith('valid_')}))
         print(json.dumps(rows[-1]), flush=True)
         done = rows[-1]['seconds'] > budget_s
-        save(dict(config=asdict(cfg), epochs=rows, step_s=rows[-1]['seconds'] / (len(rows) * task.n_batches()), complete=done))
+        save(dict(config=asdict(cfg), budget_s=budget_s, epochs=rows, step_s=rows[-1]['seconds'] / (len(rows) * task.n_batches()), complete=done))
         if done: break
 
 
