@@ -49,8 +49,8 @@ def step_parts(task, batches) -> dict:
     "Milliseconds of each part of a training step on `batches`, each timed alone with its own backward pass."
     m = task.model.train()
     def memory(b): return [t.detach() for t in m.encode(b.hist)]
-    def states(b, mem): return m.decode(torch.cat([torch.full_like(b.target[:, :1], BOS), (FIRST + m.offsets + b.target)[:, :-1]], 1)[:, None],
-                                        *mem)[:, 0]
+    def prefix(b): return torch.cat([torch.full_like(b.target[:, :1], BOS), (FIRST + m.offsets + b.target)[:, :-1]], 1)  # retriever_loss's
+    def states(b, mem): return m.decode(prefix(b)[:, None], *mem)[:, 0]
     def heads(h, b): return sum(F.cross_entropy(m.level_logits(h[:, l], l), b.target[:, l]) for l in range(len(m.sizes))) / len(m.sizes)
     def frozen(b):
         with torch.no_grad(): return states(b, memory(b))
@@ -119,7 +119,8 @@ def main():
           f"{task.cfg.valid_users} users {epoch['before']['validation_s']:.0f} s before, {epoch['after']['validation_s']:.0f} s after; "
           f"scoring all {len(split.test)} test users {epoch['before']['test_s']:.0f} s before, {epoch['after']['test_s']:.0f} s after")
     print(f"a training step: {prof['step_s'] * 1000:.0f} ms, without dropout {prof['step_no_dropout_s'] * 1000:.0f} ms "
-          f"({prof['step_no_dropout_s'] / prof['step_s']:.2f}x); alone: " + ', '.join(f'{k} {v:.0f} ms' for k, v in prof['parts_ms'].items()))
+          f"({prof['step_no_dropout_s'] / prof['step_s']:.2f}x); alone: "
+          + ', '.join(f'{k} {v:.0f} ms' for k, v in prof['parts_ms'].items()))
     print('a training step\'s time by operator:', ', '.join(f'{k} {v:.0%}' for k, v in prof['top_ops'].items()))
     note = (f"Beam search over {scheme.levels}-letter IDs ({scheme.name}), {len(samples)} Beauty test users, {a.threads} thread(s): "
             f"the decoder cache is {rows[1]['ratio']:.2f}x as fast, the same items for {same.mean():.1%} of users")

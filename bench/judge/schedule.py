@@ -5,9 +5,9 @@ schedule (a constant AdamW rate of 1e-3, dropout 0.1, 256 samples a step) an 8-l
 improving after 27 epochs (about 30 minutes on one core), so a verdict at convergence cost hours. This script trains the small judge on
 one scheme (the kit's 8-letter IDs of a judge run, the slowest shape of the length table) under each candidate
 schedule and regulariser (dropout, or AdamW weight decay in its place) for at most --budget-s seconds with no early
-stopping, and records every epoch's validation score and the seconds it was reached. From each curve it reads what early stopping with each --patience would have done: the epoch
-it stops at, the best validation NDCG@10 it keeps, and the seconds it takes. The test users are never scored here:
-the schedule is chosen on validation users.
+stopping, and records every epoch's validation score and the seconds it was reached. From each curve it reads what
+early stopping with each --patience would have done: the epoch it stops at, the best validation NDCG@10 it keeps,
+and the seconds it takes. The test users are never scored here: the schedule is chosen on validation users.
 
   python bench/judge/schedule.py --ids <work>/judge/codes --work <folder> --only lr3e-3   # one candidate (resumable per candidate)
   python bench/judge/schedule.py --ids <work>/judge/codes --work <folder>                 # every candidate, then the table
@@ -49,7 +49,8 @@ def curve(scheme, split, overrides:dict, budget_s:float, seed:int, save) -> dict
                          **{k: v for k, v in m.items() if k.startswith('valid_')}))
         print(json.dumps(rows[-1]), flush=True)
         done = rows[-1]['seconds'] > budget_s
-        save(dict(config=asdict(cfg), budget_s=budget_s, epochs=rows, step_s=rows[-1]['seconds'] / (len(rows) * task.n_batches()), complete=done))
+        step_s = rows[-1]['seconds'] / (len(rows) * task.n_batches())
+        save(dict(config=asdict(cfg), budget_s=budget_s, epochs=rows, step_s=step_s, complete=done))
         if done: break
 
 
