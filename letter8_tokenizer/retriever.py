@@ -6,9 +6,9 @@ Docs: https://letter8-tokenizer.github.io/letter8_tokenizer/retriever.html.md"""
 
 # %% auto #0
 __all__ = ['METRICS', 'RETRIEVER_PRESETS', 'PAD', 'BOS', 'FIRST', 'RetrieverConfig', 'prefix_lengths', 'retriever_config',
-           'Retriever', 'grow_cache', 'retriever_loss', 't5_bucket', 'T5Attention', 'T5Block', 'T5Retriever',
-           'retriever_model', 'beam_search', 'target_ranks', 'RetrievalBatch', 'make_batch', 'check_batch',
-           'RetrieverTask', 'user_bucket', 'warmup_lr', 'train_retriever_segment', 'retriever_segment']
+           'Retriever', 'grow_cache', 'teacher_prefix', 'retriever_loss', 't5_bucket', 'T5Attention', 'T5Block',
+           'T5Retriever', 'retriever_model', 'beam_search', 'target_ranks', 'RetrievalBatch', 'make_batch',
+           'check_batch', 'RetrieverTask', 'user_bucket', 'warmup_lr', 'train_retriever_segment', 'retriever_segment']
 
 # %% ../nbs/14a_retriever.ipynb #c1ca5642
 import hashlib, json, math, time, tempfile
@@ -199,15 +199,19 @@ def decode_next(self:Retriever, tokens:torch.Tensor, # [u, b] each beam's newest
     return self.decoder.norm(x), grown
 
 # %% ../nbs/14a_retriever.ipynb #ec28546e
+def teacher_prefix(model:Retriever, # the model (its level offsets)
+                   target:torch.Tensor, # [b, levels] target codes
+                  ) -> torch.Tensor: # [b, levels] BOS, then the target's tokens but the last
+    "The decoder's input under teacher forcing: each position sees the true tokens before it."
+    return torch.cat([torch.full_like(target[:, :1], BOS), (FIRST + model.offsets + target)[:, :-1]], 1)
+
 def retriever_loss(model:Retriever, # the model
                    hist:torch.Tensor, # [b, s] history tokens
                    target:torch.Tensor, # [b, levels] target codes
                   ) -> torch.Tensor:
     "Teacher-forced cross-entropy, each level over its own codes, averaged over levels."
     memory, pad = model.encode(hist)
-    tokens = FIRST + model.offsets + target
-    prefix = torch.cat([torch.full_like(target[:, :1], BOS), tokens[:, :-1]], 1)
-    h = model.decode(prefix[:, None], memory, pad)[:, 0]
+    h = model.decode(teacher_prefix(model, target)[:, None], memory, pad)[:, 0]
     ce = [F.cross_entropy(model.level_logits(h[:, l], l).float(), target[:, l]) for l in range(len(model.sizes))]  # float32 under autocast
     return sum(ce) / len(model.sizes)
 

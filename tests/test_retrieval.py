@@ -7,7 +7,7 @@ import pytest
 import torch
 from letter8_tokenizer.data import synthetic_catalog
 from letter8_tokenizer.ids import IdScheme, PrefixTrie, random_like, random_scheme, rqkmeans_scheme, scheme_from_index_json
-from letter8_tokenizer.retriever import RetrieverTask, Retriever, beam_search, retriever_config, FIRST, BOS
+from letter8_tokenizer.retriever import RetrieverTask, Retriever, beam_search, retriever_config, FIRST, teacher_prefix
 from letter8_tokenizer.judge import evaluate_scheme, summarise
 from letter8_tokenizer.sequences import from_lists, leave_one_out, synthetic_sequences
 
@@ -49,8 +49,7 @@ def exhaustive_scores(model, scheme, hist):
         out = []
         for i in range(len(scheme)):
             tgt = torch.tensor(scheme.codes[i]).expand(len(hist), -1)
-            tok = FIRST + model.offsets + tgt
-            h = model.decode(torch.cat([torch.full_like(tgt[:, :1], BOS), tok[:, :-1]], 1)[:, None], mem, pad)[:, 0]
+            h = model.decode(teacher_prefix(model, tgt)[:, None], mem, pad)[:, 0]
             out.append(sum(torch.log_softmax(model.level_logits(h[:, l], l), -1).gather(1, tgt[:, l:l + 1])[:, 0]
                            for l in range(scheme.levels)))
         return torch.stack(out, 1)

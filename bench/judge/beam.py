@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the clone's root
 from bench.common import RESULTS, add_data_flag, beauty, write_result
 from letter8_tokenizer.sequences import read_interactions, leave_one_out
 from letter8_tokenizer.ids import load_scheme, random_scheme
-from letter8_tokenizer.retriever import RetrieverTask, beam_search, BOS, FIRST
+from letter8_tokenizer.retriever import RetrieverTask, beam_search, teacher_prefix
 
 
 def ranked(task, samples, cached:bool, batch:int) -> tuple:
@@ -49,8 +49,7 @@ def step_parts(task, batches) -> dict:
     "Milliseconds of each part of a training step on `batches`, each timed alone with its own backward pass."
     m = task.model.train()
     def memory(b): return [t.detach() for t in m.encode(b.hist)]
-    def prefix(b): return torch.cat([torch.full_like(b.target[:, :1], BOS), (FIRST + m.offsets + b.target)[:, :-1]], 1)  # retriever_loss's
-    def states(b, mem): return m.decode(prefix(b)[:, None], *mem)[:, 0]
+    def states(b, mem): return m.decode(teacher_prefix(m, b.target)[:, None], *mem)[:, 0]
     def heads(h, b): return sum(F.cross_entropy(m.level_logits(h[:, l], l), b.target[:, l]) for l in range(len(m.sizes))) / len(m.sizes)
     def frozen(b):
         with torch.no_grad(): return states(b, memory(b))
